@@ -1,0 +1,195 @@
+//! Eviction: choose the least recently used block under the ledger lock,
+//! verify and unlink it under its directory's stripe, commit, invalidate.
+//!
+//! One victim, step by step (the race the seed design's reviewer found, a
+//! store replacing the file between a snapshot of protected keys and the
+//! unlink, cannot happen: the check and the unlink are one step with respect
+//! to open, create and rename through the mount):
+//! 1. ledger: pop the LRU tail (never a file with an open handle: those are
+//!    not in the LRU);
+//! 2. open its directory beneath BACKING without following symlinks, take the
+//!    directory's stripe;
+//! 3. `fstatat` the name: still the same `(dev, ino)` with one link?
+//! 4. ledger: `begin_evict` (fails if an open pinned it meanwhile; an open
+//!    that comes after sees `Evicting` and answers ENOENT);
+//! 5. `unlinkat`, ledger `finish_evict`, remove directories left empty;
+//! 6. release the stripe, queue the kernel invalidation of the name.
+
+use std::ffi::CString;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fuser::Errno;
+
+use crate::cache::ledger::FileKey;
+use crate::fs::{Core, key_of, sys};
+use crate::stats::Stats;
+
+/// How long an inline eviction waits for its invalidations to reach the kernel.
+const INVAL_WAIT: Duration = Duration::from_millis(200);
+
+impl Core {
+    /// Evicts least recently used blocks until `bytes` are freed or none is
+    /// left. Returns the bytes freed. Waits (bounded) until the kernel has
+    /// been told, so a stat right after says ENOENT.
+    pub fn evict(&self, bytes: u64) -> u64 {
+        let mut freed = 0;
+        let mut ticket = None;
+        while freed < bytes {
+            let Some((key, path)) = self.ledger.lock().take_victim() else {
+                break;
+            };
+            if let Some((n, t)) = self.evict_one(key, &path) {
+                freed += n;
+                ticket = t.or(ticket);
+            }
+        }
+        if let Some(t) = ticket {
+            self.inval.wait(t, INVAL_WAIT);
+        }
+        freed
+    }
+
+    /// Steps 2–6 for one victim. Returns bytes freed and the invalidation
+    /// ticket, or None when the victim was skipped.
+    fn evict_one(&self, key: FileKey, rel: &Path) -> Option<(u64, Option<u64>)> {
+        let skip = |why: &str| {
+            log::debug!("eviction skipped {}: {why}", rel.display());
+            Stats::add(&self.stats.evict_skipped, 1);
+            None
+        };
+        let (Some(name), Some(dir_rel)) = (rel.file_name(), rel.parent()) else {
+            self.ledger.lock().forget_path(key);
+            return skip("no file name");
+        };
+        let root = self.root();
+        let Ok(dir) = sys::open_beneath(root.fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY) else {
+            self.ledger.lock().forget_path(key);
+            return skip("directory gone or not beneath BACKING");
+        };
+        let dkey = key_of(&sys::fstat(dir.as_fd()).ok()?);
+        let c = CString::new(name.as_bytes()).ok()?;
+        let guard = self.dirlocks.lock(&[dkey]);
+        match sys::fstatat(dir.as_fd(), &c) {
+            Ok(st) if key_of(&st) == key && st.st_nlink == 1 => {}
+            Ok(st) if key_of(&st) == key => {
+                self.ledger.lock().park(key);
+                return skip("has another hard link");
+            }
+            _ => {
+                self.ledger.lock().forget_path(key);
+                return skip("name now holds another file");
+            }
+        }
+        if !self.ledger.lock().begin_evict(key) {
+            return skip("opened meanwhile");
+        }
+        let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
+            Ok(()) => self.ledger.lock().finish_evict(key),
+            Err(e) if e == Errno::ENOENT => {
+                self.ledger.lock().finish_evict(key);
+                return skip("already removed");
+            }
+            Err(e) => {
+                self.ledger.lock().abort_evict(key);
+                log::warn!("eviction could not remove {}: {e:?}; skipping it", rel.display());
+                return skip("unlink failed");
+            }
+        };
+        Stats::add(&self.stats.evictions, 1);
+        Stats::add(&self.stats.evicted_bytes, freed);
+        let mut tickets = vec![(dkey, name.to_os_string())];
+        drop(guard);
+        self.remove_empty_dirs(dir_rel, dkey, &mut tickets);
+        let mut last = None;
+        for (parent, name) in tickets {
+            if let Some(pino) = self.inodes.ino_of(&parent) {
+                last = Some(self.inval.push(pino, name));
+            }
+        }
+        Some((freed, last))
+    }
+
+    /// Removes `dir_rel` and its ancestors while they are empty, up to but not
+    /// including BACKING. Each rmdir holds the stripe of the directory it
+    /// removes, so a create in it through the mount is serialised with it.
+    fn remove_empty_dirs(
+        &self,
+        mut dir_rel: &Path,
+        mut dkey: FileKey,
+        tickets: &mut Vec<(FileKey, std::ffi::OsString)>,
+    ) {
+        let root = self.root();
+        while let (Some(name), Some(parent_rel)) = (dir_rel.file_name(), dir_rel.parent()) {
+            let Ok(parent) = sys::open_beneath(root.fd(), parent_rel, libc::O_PATH | libc::O_DIRECTORY) else {
+                return;
+            };
+            let Ok(c) = CString::new(name.as_bytes()) else {
+                return;
+            };
+            let Ok(pst) = sys::fstat(parent.as_fd()) else {
+                return;
+            };
+            let _g = self.dirlocks.lock(&[dkey]);
+            match sys::fstatat(parent.as_fd(), &c) {
+                Ok(st) if key_of(&st) == dkey => {}
+                _ => return,
+            }
+            if sys::unlinkat(parent.as_fd(), &c, libc::AT_REMOVEDIR).is_err() {
+                return;
+            }
+            self.ledger.lock().remove(dkey);
+            tickets.push((key_of(&pst), name.to_os_string()));
+            dkey = key_of(&pst);
+            dir_rel = parent_rel;
+        }
+    }
+}
+
+/// The background evictor: sleeps until usage passes the high watermark,
+/// then evicts down to the low watermark. Runs until `stop` returns true.
+pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
+    loop {
+        {
+            let (m, cv) = &core.evict_wake;
+            let mut pending = m.lock();
+            if !*pending {
+                cv.wait_for(&mut pending, Duration::from_secs(1));
+            }
+            *pending = false;
+        }
+        if stop() {
+            return;
+        }
+        let committed = core.ledger.lock().committed();
+        if !core.policy.should_wake(committed) {
+            continue;
+        }
+        let t0 = Instant::now();
+        let (n0, b0) = (Stats::get(&core.stats.evictions), Stats::get(&core.stats.evicted_bytes));
+        let skipped0 = Stats::get(&core.stats.evict_skipped);
+        loop {
+            let excess = core.policy.excess(core.ledger.lock().committed());
+            if excess == 0 || core.evict(excess) == 0 || stop() {
+                break;
+            }
+        }
+        let (l, open) = {
+            let l = core.ledger.lock();
+            (l.usage(), l.counts().open_handles)
+        };
+        log::info!(
+            "eviction sweep: {} files, {} bytes in {:.3}s; skipped {}; usage now {} of {} ({} open handles)",
+            Stats::get(&core.stats.evictions) - n0,
+            Stats::get(&core.stats.evicted_bytes) - b0,
+            t0.elapsed().as_secs_f64(),
+            Stats::get(&core.stats.evict_skipped) - skipped0,
+            l,
+            core.policy.max_size,
+            open,
+        );
+    }
+}

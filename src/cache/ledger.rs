@@ -1,0 +1,410 @@
+//! The ledger: every file and directory of the backing tree with its allocated
+//! bytes, the LRU order of evictable block files, open-handle pins and write
+//! reservations. Pure bookkeeping: no I/O, no clock, no locks of its own (the
+//! caller wraps it in one mutex, see `crate::fs::Core`).
+//!
+//! Invariant: a key is in the LRU list iff its entry is `Live`, is a block file,
+//! has no open handle (`opens == 0`), has a known path and is not parked. So the
+//! least recently used evictable block is always `lru.peek_lru()`: choosing a
+//! victim is O(1) and never scans the index.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use lru::LruCache;
+
+/// Identity of a backing object: `(st_dev, st_ino)`. Hard links share one key,
+/// so a file with two names is counted once, as du counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileKey {
+    /// `st_dev` of the backing object.
+    pub dev: u64,
+    /// `st_ino` of the backing object.
+    pub ino: u64,
+}
+
+/// Lifecycle of an entry with respect to eviction and unlink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Present in BACKING under `path` (when known).
+    Live,
+    /// Chosen by the evictor, verified unopened, about to be unlinked. An open
+    /// that finds this state answers ENOENT.
+    Evicting,
+    /// Unlinked by a client while handles were still open: its bytes stay in
+    /// usage until the last release, as du of the backing fs would see them.
+    Unlinked,
+}
+
+/// One backing object.
+#[derive(Debug)]
+pub struct Entry {
+    /// Allocated bytes (`st_blocks * 512`).
+    pub size: u64,
+    /// The name matches `pattern`, so the file may be evicted.
+    pub block: bool,
+    /// Open handles through the mount.
+    pub opens: u32,
+    /// See [`State`].
+    pub state: State,
+    /// Path relative to BACKING of the name eviction would unlink, if known.
+    pub path: Option<Box<Path>>,
+    /// Taken out of the LRU by the evictor (e.g. it had two links); a touch
+    /// puts it back.
+    parked: bool,
+    /// Seconds (of the caller's clock, +1 so 0 means never) of the last mtime stamp.
+    stamped_at: u32,
+}
+
+/// Why a reservation could not be granted: the bytes missing.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Shortfall(pub u64);
+
+/// The answer of [`Ledger::pin`] for a file that eviction is removing.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Gone;
+
+/// Counts for status output.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LedgerCounts {
+    /// Bytes of the backing tree (allocated), as du counts them.
+    pub usage: u64,
+    /// Bytes reserved by writes in flight.
+    pub reserved: u64,
+    /// Objects (files, directories, symlinks) indexed.
+    pub files: u64,
+    /// Block files indexed.
+    pub block_files: u64,
+    /// Block files that could be evicted now (in the LRU).
+    pub evictable: u64,
+    /// Open handles through the mount.
+    pub open_handles: u64,
+}
+
+/// The index of the backing tree. See the module docs for the invariant.
+pub struct Ledger {
+    entries: HashMap<FileKey, Entry>,
+    lru: LruCache<FileKey, ()>,
+    usage: u64,
+    reserved: u64,
+    max_size: u64,
+    block_files: u64,
+    open_handles: u64,
+}
+
+impl Ledger {
+    /// An empty ledger for a budget of `max_size` bytes.
+    pub fn new(max_size: u64) -> Self {
+        Ledger {
+            entries: HashMap::new(),
+            lru: LruCache::unbounded(),
+            usage: 0,
+            reserved: 0,
+            max_size,
+            block_files: 0,
+            open_handles: 0,
+        }
+    }
+
+    /// The budget in bytes.
+    pub fn max_size(&self) -> u64 {
+        self.max_size
+    }
+
+    /// Changes the budget (bytes); the caller wakes the evictor.
+    pub fn set_max_size(&mut self, max_size: u64) {
+        self.max_size = max_size;
+    }
+
+    /// Bytes of the backing tree as indexed.
+    pub fn usage(&self) -> u64 {
+        self.usage
+    }
+
+    /// Usage plus outstanding reservations: what the hard cap is checked against.
+    pub fn committed(&self) -> u64 {
+        self.usage + self.reserved
+    }
+
+    /// The entry for `key`, if indexed.
+    pub fn get(&self, key: &FileKey) -> Option<&Entry> {
+        self.entries.get(key)
+    }
+
+    /// Counts for status output.
+    pub fn counts(&self) -> LedgerCounts {
+        LedgerCounts {
+            usage: self.usage,
+            reserved: self.reserved,
+            files: self.entries.len() as u64,
+            block_files: self.block_files,
+            evictable: self.lru.len() as u64,
+            open_handles: self.open_handles,
+        }
+    }
+
+    fn evictable(e: &Entry) -> bool {
+        e.state == State::Live && e.block && e.opens == 0 && e.path.is_some() && !e.parked
+    }
+
+    /// Brings the LRU membership of `key` in line with the invariant. A key
+    /// that (re)enters goes in as most recent.
+    fn sync_lru(&mut self, key: FileKey) {
+        let want = self.entries.get(&key).is_some_and(Self::evictable);
+        let has = self.lru.contains(&key);
+        if want && !has {
+            self.lru.put(key, ());
+        } else if !want && has {
+            self.lru.pop(&key);
+        }
+    }
+
+    /// Records `key` as present with `size` allocated bytes, block-ness and path.
+    /// A new key becomes most recent; an existing one keeps its recency unless
+    /// it was not evictable before. `stamped_at`: see [`Ledger::touch`].
+    pub fn upsert(&mut self, key: FileKey, size: u64, block: bool, path: Option<PathBuf>, now: u32) {
+        match self.entries.get_mut(&key) {
+            Some(e) => {
+                self.usage = self.usage - e.size + size;
+                if e.block != block {
+                    if block {
+                        self.block_files += 1;
+                    } else {
+                        self.block_files -= 1;
+                    }
+                }
+                e.size = size;
+                e.block = block;
+                if e.stamped_at == 0 {
+                    e.stamped_at = now.saturating_add(1);
+                }
+                if path.is_some() {
+                    e.path = path.map(PathBuf::into_boxed_path);
+                }
+            }
+            None => {
+                self.usage += size;
+                if block {
+                    self.block_files += 1;
+                }
+                self.entries.insert(
+                    key,
+                    Entry {
+                        size,
+                        block,
+                        opens: 0,
+                        state: State::Live,
+                        path: path.map(PathBuf::into_boxed_path),
+                        parked: false,
+                        stamped_at: now.saturating_add(1),
+                    },
+                );
+            }
+        }
+        self.sync_lru(key);
+    }
+
+    /// Sets the allocated size of a known key (bytes); unknown keys are ignored.
+    pub fn set_size(&mut self, key: FileKey, size: u64) {
+        if let Some(e) = self.entries.get_mut(&key) {
+            self.usage = self.usage - e.size + size;
+            e.size = size;
+        }
+    }
+
+    /// Marks `key` most recently used. Returns the path to stamp when the last
+    /// stamp of this file is `interval` seconds or more before `now` (seconds
+    /// of the caller's monotonic clock).
+    pub fn touch(&mut self, key: FileKey, now: u32, interval: u32) -> Option<PathBuf> {
+        let e = self.entries.get_mut(&key)?;
+        e.parked = false;
+        let due = e.block
+            && e.state == State::Live
+            && (e.stamped_at == 0 || now.saturating_add(1).saturating_sub(e.stamped_at) >= interval);
+        let stamp = if due {
+            e.stamped_at = now.saturating_add(1);
+            e.path.as_deref().map(Path::to_path_buf)
+        } else {
+            None
+        };
+        if self.lru.promote(&key) {
+            return stamp;
+        }
+        self.sync_lru(key);
+        stamp
+    }
+
+    /// Registers an open handle on `key` before the backing file is opened.
+    /// Errors: [`Gone`] when eviction has already chosen and verified the file
+    /// (the caller answers ENOENT). An unknown key gets a placeholder entry of
+    /// size 0 (and the answer `true`) that the caller fills in with
+    /// [`Ledger::upsert`] or removes with [`Ledger::mark_unlinked`] + [`Ledger::unpin`].
+    pub fn pin(&mut self, key: FileKey) -> Result<bool, Gone> {
+        let new = !self.entries.contains_key(&key);
+        let e = self.entries.entry(key).or_insert_with(|| Entry {
+            size: 0,
+            block: false,
+            opens: 0,
+            state: State::Live,
+            path: None,
+            parked: false,
+            stamped_at: 0,
+        });
+        if e.state == State::Evicting {
+            return Err(Gone);
+        }
+        e.opens += 1;
+        self.open_handles += 1;
+        self.lru.pop(&key);
+        Ok(new)
+    }
+
+    /// Drops one open handle on `key`. The last handle of an unlinked file
+    /// removes it from usage; the last handle of a block file makes it most recent.
+    pub fn unpin(&mut self, key: FileKey) {
+        let Some(e) = self.entries.get_mut(&key) else {
+            return;
+        };
+        if e.opens == 0 {
+            return;
+        }
+        e.opens -= 1;
+        self.open_handles -= 1;
+        if e.opens == 0 && e.state == State::Unlinked {
+            self.remove(key);
+            return;
+        }
+        self.sync_lru(key);
+    }
+
+    /// A client removed the last name of `key` (`nlink` was 1). With handles
+    /// open the bytes stay counted until the last [`Ledger::unpin`]; otherwise
+    /// the entry goes.
+    pub fn mark_unlinked(&mut self, key: FileKey) {
+        let Some(e) = self.entries.get_mut(&key) else {
+            return;
+        };
+        if e.opens == 0 {
+            self.remove(key);
+        } else {
+            e.state = State::Unlinked;
+            e.path = None;
+            self.sync_lru(key);
+        }
+    }
+
+    /// A client removed one name of a multiply linked `key`. If that was the
+    /// name eviction knew, eviction forgets it until the file is seen again.
+    pub fn name_removed(&mut self, key: FileKey, path: &Path) {
+        if let Some(e) = self.entries.get_mut(&key) {
+            if e.path.as_deref() == Some(path) {
+                e.path = None;
+            }
+            e.parked = false;
+            self.sync_lru(key);
+        }
+    }
+
+    /// Moves every indexed path under directory `from` to `to` (a directory
+    /// rename). O(index); directory renames are rare in a KV tier.
+    pub fn rename_prefix(&mut self, from: &Path, to: &Path) {
+        for e in self.entries.values_mut() {
+            if let Some(p) = e.path.as_deref() {
+                if let Ok(rest) = p.strip_prefix(from) {
+                    e.path = Some(to.join(rest).into_boxed_path());
+                }
+            }
+        }
+    }
+
+    /// Forgets `key` entirely, returning its bytes to the budget.
+    pub fn remove(&mut self, key: FileKey) -> Option<Entry> {
+        let e = self.entries.remove(&key)?;
+        self.usage -= e.size;
+        self.open_handles -= u64::from(e.opens);
+        if e.block {
+            self.block_files -= 1;
+        }
+        self.lru.pop(&key);
+        Some(e)
+    }
+
+    /// Reserves `bytes` for a write about to happen. Errors: the shortfall
+    /// when `committed() + bytes` would pass the budget.
+    pub fn reserve(&mut self, bytes: u64) -> Result<(), Shortfall> {
+        let after = self.committed().saturating_add(bytes);
+        if after > self.max_size {
+            return Err(Shortfall(after - self.max_size));
+        }
+        self.reserved += bytes;
+        Ok(())
+    }
+
+    /// Returns a reservation of `bytes`.
+    pub fn release(&mut self, bytes: u64) {
+        self.reserved = self.reserved.saturating_sub(bytes);
+    }
+
+    /// Takes the least recently used evictable block out of the LRU and
+    /// returns it with the path to unlink. The caller verifies the name, then
+    /// calls [`Ledger::begin_evict`]; if it gives up it calls [`Ledger::park`]
+    /// or [`Ledger::forget_path`].
+    pub fn take_victim(&mut self) -> Option<(FileKey, PathBuf)> {
+        while let Some((key, ())) = self.lru.pop_lru() {
+            if let Some(p) = self.entries.get(&key).and_then(|e| e.path.as_deref()) {
+                return Some((key, p.to_path_buf()));
+            }
+        }
+        None
+    }
+
+    /// The victim can't be evicted now (e.g. it has another hard link): keep it
+    /// out of the LRU until it is touched.
+    pub fn park(&mut self, key: FileKey) {
+        if let Some(e) = self.entries.get_mut(&key) {
+            e.parked = true;
+            self.sync_lru(key);
+        }
+    }
+
+    /// The victim's path no longer names it: drop the path (a lookup or rescan
+    /// finds it again).
+    pub fn forget_path(&mut self, key: FileKey) {
+        if let Some(e) = self.entries.get_mut(&key) {
+            e.path = None;
+            self.sync_lru(key);
+        }
+    }
+
+    /// The atomic check of eviction: succeeds, marking the entry `Evicting`,
+    /// only if it is still a live block with no open handle. Called with the
+    /// victim's directory lock held and the name verified.
+    pub fn begin_evict(&mut self, key: FileKey) -> bool {
+        match self.entries.get_mut(&key) {
+            Some(e) if e.state == State::Live && e.block && e.opens == 0 => {
+                e.state = State::Evicting;
+                self.lru.pop(&key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The unlink is done: drop the entry and return the bytes freed.
+    pub fn finish_evict(&mut self, key: FileKey) -> u64 {
+        self.remove(key).map_or(0, |e| e.size)
+    }
+
+    /// The unlink failed: the file stays, parked (it is not chosen again until touched).
+    pub fn abort_evict(&mut self, key: FileKey) {
+        if let Some(e) = self.entries.get_mut(&key) {
+            e.state = State::Live;
+            e.parked = true;
+            self.sync_lru(key);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "ledger_tests.rs"]
+mod tests;

@@ -1,0 +1,184 @@
+//! Ledger unit tests: LRU order, pins, reservations, the eviction handshake.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+fn k(n: u64) -> FileKey {
+    FileKey { dev: 1, ino: n }
+}
+
+fn block(l: &mut Ledger, n: u64, size: u64) {
+    l.upsert(k(n), size, true, Some(PathBuf::from(format!("d/{n}.bin"))), 0);
+}
+
+fn victims(l: &mut Ledger) -> Vec<u64> {
+    std::iter::from_fn(|| l.take_victim().map(|(key, _)| key.ino)).collect()
+}
+
+#[test]
+fn least_recently_used_goes_first_and_touch_reorders() {
+    let mut l = Ledger::new(1000);
+    for n in 1..=4 {
+        block(&mut l, n, 10);
+    }
+    l.touch(k(1), 0, 60);
+    assert_eq!(victims(&mut l), vec![2, 3, 4, 1]);
+}
+
+#[test]
+fn usage_counts_every_object_once() {
+    let mut l = Ledger::new(1000);
+    block(&mut l, 1, 100);
+    l.upsert(k(2), 4096, false, Some("cfg/config.json".into()), 0);
+    l.upsert(k(1), 150, true, Some("d/1-link.bin".into()), 0); // second name, same object
+    assert_eq!(l.usage(), 150 + 4096);
+    assert_eq!(l.counts().block_files, 1);
+    assert_eq!(l.counts().files, 2);
+}
+
+#[test]
+fn non_block_files_are_never_victims() {
+    let mut l = Ledger::new(1000);
+    l.upsert(k(1), 100, false, Some("config.json".into()), 0);
+    l.upsert(k(2), 100, false, Some("x.bin_1234.tmp".into()), 0);
+    assert!(l.take_victim().is_none());
+}
+
+#[test]
+fn pinned_blocks_are_not_victims_until_released_and_then_most_recent() {
+    let mut l = Ledger::new(1000);
+    for n in 1..=3 {
+        block(&mut l, n, 10);
+    }
+    assert_eq!(l.pin(k(1)), Ok(false));
+    assert_eq!(l.counts().open_handles, 1);
+    l.unpin(k(1));
+    assert_eq!(victims(&mut l), vec![2, 3, 1]);
+}
+
+#[test]
+fn everything_pinned_means_no_victim() {
+    let mut l = Ledger::new(100);
+    for n in 1..=3 {
+        block(&mut l, n, 30);
+        l.pin(k(n)).unwrap();
+    }
+    assert!(l.take_victim().is_none());
+    assert_eq!(l.reserve(20), Err(Shortfall(10)));
+}
+
+#[test]
+fn reservations_count_against_the_cap() {
+    let mut l = Ledger::new(100);
+    block(&mut l, 1, 50);
+    assert!(l.reserve(40).is_ok());
+    assert_eq!(l.committed(), 90);
+    assert_eq!(l.reserve(20), Err(Shortfall(10)));
+    l.release(40);
+    assert!(l.reserve(50).is_ok());
+}
+
+#[test]
+fn open_before_evict_wins_the_race() {
+    // An open pins the victim after the evictor took it but before the check:
+    // begin_evict must refuse, and the file stays.
+    let mut l = Ledger::new(100);
+    block(&mut l, 1, 10);
+    let (key, _) = l.take_victim().unwrap();
+    l.pin(key).unwrap();
+    assert!(!l.begin_evict(key));
+    assert_eq!(l.get(&key).unwrap().state, State::Live);
+    l.unpin(key);
+    assert_eq!(victims(&mut l), vec![1]);
+}
+
+#[test]
+fn open_after_evict_check_gets_gone() {
+    // The evictor's check came first: an open arriving before the unlink
+    // completes must be refused (the caller answers ENOENT).
+    let mut l = Ledger::new(100);
+    block(&mut l, 1, 10);
+    let (key, _) = l.take_victim().unwrap();
+    assert!(l.begin_evict(key));
+    assert_eq!(l.pin(key), Err(Gone));
+    assert_eq!(l.finish_evict(key), 10);
+    assert_eq!(l.usage(), 0);
+    // After the unlink the key is unknown: a late open gets a placeholder that
+    // the caller removes when it finds the file has no link left.
+    assert_eq!(l.pin(key), Ok(true));
+    l.mark_unlinked(key);
+    l.unpin(key);
+    assert!(l.get(&key).is_none());
+    assert_eq!(l.usage(), 0);
+}
+
+#[test]
+fn renamed_away_victim_is_forgotten_not_evicted() {
+    let mut l = Ledger::new(100);
+    block(&mut l, 1, 10);
+    let (key, path) = l.take_victim().unwrap();
+    assert_eq!(path, Path::new("d/1.bin"));
+    // the evictor found another file under that name:
+    l.forget_path(key);
+    assert!(l.take_victim().is_none());
+    // a lookup/rename that records the name again brings it back
+    l.upsert(key, 10, true, Some("d/1.bin".into()), 0);
+    assert_eq!(victims(&mut l), vec![1]);
+}
+
+#[test]
+fn unlinked_while_open_counts_until_last_release() {
+    let mut l = Ledger::new(100);
+    block(&mut l, 1, 10);
+    l.pin(k(1)).unwrap();
+    l.pin(k(1)).unwrap();
+    l.mark_unlinked(k(1));
+    assert_eq!(l.usage(), 10);
+    l.unpin(k(1));
+    assert_eq!(l.usage(), 10);
+    l.unpin(k(1));
+    assert_eq!(l.usage(), 0);
+    assert_eq!(l.counts().open_handles, 0);
+}
+
+#[test]
+fn parked_victim_returns_on_touch() {
+    let mut l = Ledger::new(100);
+    block(&mut l, 1, 10);
+    let (key, _) = l.take_victim().unwrap();
+    l.park(key);
+    assert!(l.take_victim().is_none());
+    l.touch(key, 5, 60);
+    assert_eq!(victims(&mut l), vec![1]);
+}
+
+#[test]
+fn failed_unlink_parks_instead_of_wedging() {
+    let mut l = Ledger::new(100);
+    block(&mut l, 1, 10);
+    block(&mut l, 2, 10);
+    let (key, _) = l.take_victim().unwrap();
+    assert!(l.begin_evict(key));
+    l.abort_evict(key);
+    assert_eq!(victims(&mut l), vec![2]);
+    assert_eq!(l.usage(), 20);
+}
+
+#[test]
+fn stamps_are_due_once_per_interval() {
+    let mut l = Ledger::new(100);
+    block(&mut l, 1, 10); // created at t=0: its mtime is fresh
+    assert_eq!(l.touch(k(1), 30, 60), None);
+    assert_eq!(l.touch(k(1), 60, 60), Some(PathBuf::from("d/1.bin")));
+    assert_eq!(l.touch(k(1), 100, 60), None);
+    assert!(l.touch(k(1), 120, 60).is_some());
+}
+
+#[test]
+fn directory_rename_moves_paths() {
+    let mut l = Ledger::new(100);
+    block(&mut l, 1, 10);
+    l.rename_prefix(Path::new("d"), Path::new("e/f"));
+    assert_eq!(l.take_victim().unwrap().1, PathBuf::from("e/f/1.bin"));
+}

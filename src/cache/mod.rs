@@ -1,0 +1,8 @@
+//! The cache side of boundfs: the ledger (usage, LRU, pins), the watermark
+//! policy, eviction, the start-up scan and recency stamps.
+
+pub mod evictor;
+pub mod ledger;
+pub mod policy;
+pub mod scan;
+pub mod stamp;

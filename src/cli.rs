@@ -1,0 +1,167 @@
+//! argv → [`Options`]. Long flags and `-o a=b,c` (what mount(8) and fstab
+//! pass) set the same keys; a key given twice is an error, except `pattern`,
+//! which may repeat. mount(8)'s own generic options are accepted and ignored.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::config::{self, ConfigError, Options, err};
+
+/// Command line of the daemon.
+#[derive(Parser, Debug)]
+#[command(
+    name = "boundfs",
+    version,
+    about = "Mount BACKING at MOUNTPOINT with a hard byte budget: least recently used block files are evicted",
+    after_help = "Example: boundfs -f /data/kv /mnt/kv -o max_size=24G\n\
+                  Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
+                  low_watermark, pattern, stamp_interval, threads, allow_other."
+)]
+pub struct Args {
+    /// Backing directory (where the files really live).
+    pub backing: PathBuf,
+    /// Mountpoint (point the engine's root_dir here).
+    pub mountpoint: PathBuf,
+    /// Stay in the foreground (the only mode for now).
+    #[arg(short = 'f', long)]
+    pub foreground: bool,
+    /// Mount options: key=value[,key=value...]
+    #[arg(short = 'o', value_name = "OPTS")]
+    pub opts: Vec<String>,
+    /// Hard budget in bytes, K/M/G/T suffixes are powers of 1024 (required).
+    #[arg(long, value_name = "SIZE")]
+    pub max_size: Option<String>,
+    /// Fraction of max_size above which background eviction starts [default: 0.95].
+    #[arg(long, value_name = "FRACTION")]
+    pub high_watermark: Option<String>,
+    /// Fraction of max_size background eviction brings usage down to [default: 0.90].
+    #[arg(long, value_name = "FRACTION")]
+    pub low_watermark: Option<String>,
+    /// Glob on file names selecting evictable block files; repeatable [default: *.bin].
+    #[arg(long, value_name = "GLOB")]
+    pub pattern: Vec<String>,
+    /// Minimum time between two mtime stamps of one file (recency persistence) [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub stamp_interval: Option<String>,
+    /// FUSE event loops [default: number of CPUs].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<String>,
+    /// Let other users access the mount.
+    #[arg(long)]
+    pub allow_other: bool,
+}
+
+/// mount(8)/fstab options that are not boundfs's: accepted, ignored.
+const MOUNT_GENERIC: &[&str] = &[
+    "rw", "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser", "nodev", "nosuid", "dev",
+    "suid", "exec", "noexec", "async", "atime", "noatime", "relatime",
+];
+
+/// Turns parsed argv into validated [`Options`]. Errors: the first bad value,
+/// one line naming the key and what to give instead.
+pub fn options(args: Args) -> Result<Options, ConfigError> {
+    let mut kv: Vec<(String, String)> = Vec::new();
+    let flag = |k: &str, v: &Option<String>, kv: &mut Vec<(String, String)>| {
+        if let Some(v) = v {
+            kv.push((k.to_string(), v.clone()));
+        }
+    };
+    flag("max_size", &args.max_size, &mut kv);
+    flag("high_watermark", &args.high_watermark, &mut kv);
+    flag("low_watermark", &args.low_watermark, &mut kv);
+    flag("stamp_interval", &args.stamp_interval, &mut kv);
+    flag("threads", &args.threads, &mut kv);
+    for p in &args.pattern {
+        kv.push(("pattern".into(), p.clone()));
+    }
+    let mut allow_other = args.allow_other;
+    for group in &args.opts {
+        for item in group.split(',') {
+            let (k, v) = match item.split_once('=') {
+                Some((k, v)) => (k.trim(), Some(v)),
+                None => (item.trim(), None),
+            };
+            match (k, v) {
+                ("", None) => continue,
+                ("allow_other", None) => allow_other = true,
+                (k, None) if MOUNT_GENERIC.contains(&k) || k.starts_with("x-") => continue,
+                (k, _) if k.starts_with("x-") => continue,
+                (k, None) if is_key(k) => {
+                    return err(format!("option {k} needs a value: -o {k}=VALUE"));
+                }
+                (k, Some(v)) if is_key(k) => kv.push((k.to_string(), v.to_string())),
+                (k, _) => {
+                    return err(format!(
+                        "unknown option '{k}'; known: max_size, high_watermark, low_watermark, pattern, stamp_interval, threads, allow_other"
+                    ));
+                }
+            }
+        }
+    }
+    build(args.backing, args.mountpoint, args.foreground, allow_other, &kv)
+}
+
+fn is_key(k: &str) -> bool {
+    matches!(k, "max_size" | "high_watermark" | "low_watermark" | "pattern" | "stamp_interval" | "threads")
+}
+
+fn build(
+    backing: PathBuf,
+    mountpoint: PathBuf,
+    foreground: bool,
+    allow_other: bool,
+    kv: &[(String, String)],
+) -> Result<Options, ConfigError> {
+    for (i, (k, _)) in kv.iter().enumerate() {
+        if k != "pattern" && kv[..i].iter().any(|(k2, _)| k2 == k) {
+            return err(format!("option {k} is given twice; give it once"));
+        }
+    }
+    let get = |k: &str| kv.iter().find(|(k2, _)| k2 == k).map(|(_, v)| v.as_str());
+    let max_size = match get("max_size") {
+        Some(v) => config::parse_size("max_size", v)?,
+        None => return err("max_size is required, e.g. -o max_size=24G"),
+    };
+    let high_watermark = match get("high_watermark") {
+        Some(v) => config::parse_fraction("high_watermark", v)?,
+        None => config::DEFAULT_HIGH_WATERMARK,
+    };
+    let low_watermark = match get("low_watermark") {
+        Some(v) => config::parse_fraction("low_watermark", v)?,
+        None => config::DEFAULT_LOW_WATERMARK,
+    };
+    if low_watermark >= high_watermark {
+        return err(format!("low_watermark ({low_watermark}) must be below high_watermark ({high_watermark})"));
+    }
+    let mut patterns: Vec<String> = kv.iter().filter(|(k, _)| k == "pattern").map(|(_, v)| v.clone()).collect();
+    if patterns.is_empty() {
+        patterns.push(config::DEFAULT_PATTERN.to_string());
+    }
+    config::build_matcher(&patterns)?;
+    let stamp_interval = match get("stamp_interval") {
+        Some(v) => config::parse_duration("stamp_interval", v)?,
+        None => config::DEFAULT_STAMP_INTERVAL,
+    };
+    let threads = match get("threads") {
+        Some(v) => config::parse_count("threads", v, 256)?,
+        None => std::thread::available_parallelism().map_or(2, |n| n.get()),
+    };
+    let (backing, mountpoint) = config::check_paths(&backing, &mountpoint)?;
+    Ok(Options {
+        backing,
+        mountpoint,
+        max_size,
+        high_watermark,
+        low_watermark,
+        patterns,
+        stamp_interval,
+        threads,
+        allow_other,
+        foreground,
+    })
+}
+
+#[cfg(test)]
+#[path = "cli_tests.rs"]
+mod tests;

@@ -1,0 +1,85 @@
+//! argv parsing: both forms set the same options; bad values are refused.
+
+use clap::Parser;
+
+use super::*;
+
+fn parse(extra: &[&str]) -> Result<Options, ConfigError> {
+    let b = tempfile::tempdir().unwrap();
+    let m = tempfile::tempdir().unwrap();
+    let mut argv = vec!["boundfs".to_string(), b.path().display().to_string(), m.path().display().to_string()];
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    let args = Args::try_parse_from(argv).map_err(|e| ConfigError(e.to_string()))?;
+    options(args)
+}
+
+#[test]
+fn dash_o_and_long_flags_agree() {
+    let a = parse(&["-o", "max_size=24G,high_watermark=0.8,low_watermark=0.5,pattern=*.pt,stamp_interval=5m"]).unwrap();
+    let b = parse(&[
+        "--max-size",
+        "24G",
+        "--high-watermark",
+        "0.8",
+        "--low-watermark",
+        "0.5",
+        "--pattern",
+        "*.pt",
+        "--stamp-interval",
+        "5m",
+    ])
+    .unwrap();
+    assert_eq!(a.max_size, 24 << 30);
+    assert_eq!((a.max_size, a.high_watermark, a.low_watermark), (b.max_size, b.high_watermark, b.low_watermark));
+    assert_eq!(a.patterns, b.patterns);
+    assert_eq!(a.stamp_interval.as_secs(), 300);
+}
+
+#[test]
+fn defaults() {
+    let o = parse(&["-o", "max_size=1M"]).unwrap();
+    assert_eq!(o.max_size, 1 << 20);
+    assert_eq!((o.high_watermark, o.low_watermark), (0.95, 0.90));
+    assert_eq!(o.patterns, vec!["*.bin".to_string()]);
+    assert_eq!(o.stamp_interval.as_secs(), 60);
+}
+
+#[test]
+fn mount_generic_options_are_ignored() {
+    assert!(parse(&["-o", "rw,nofail,_netdev,x-systemd.automount,max_size=1G"]).is_ok());
+}
+
+#[test]
+fn bad_values_are_refused_with_the_key_named() {
+    for (opts, key) in [
+        ("high_watermark=0.9", "max_size"),
+        ("max_size=0", "max_size"),
+        ("max_size=-1G", "max_size"),
+        ("max_size=lots", "max_size"),
+        ("max_size=", "max_size"),
+        ("max_size=99999999999999999999T", "max_size"),
+        ("max_size=1G,high_watermark=1.5", "high_watermark"),
+        ("max_size=1G,high_watermark=0", "high_watermark"),
+        ("max_size=1G,low_watermark=0.96", "low_watermark"),
+        ("max_size=1G,pattern=", "pattern"),
+        ("max_size=1G,bogus=1", "bogus"),
+        ("max_size=1G,max_size=2G", "max_size"),
+        ("max_size=1G,stamp_interval=soon", "stamp_interval"),
+        ("max_size=1G,threads=0", "threads"),
+    ] {
+        let e = parse(&["-o", opts]).expect_err(opts);
+        assert!(e.0.contains(key), "{opts}: {}", e.0);
+        assert!(!e.0.contains('\n'), "{opts}: one line expected");
+    }
+}
+
+#[test]
+fn mountpoint_inside_backing_is_refused() {
+    let b = tempfile::tempdir().unwrap();
+    let inner = b.path().join("m");
+    std::fs::create_dir(&inner).unwrap();
+    assert!(crate::config::check_paths(b.path(), &inner).is_err());
+    assert!(crate::config::check_paths(&inner, b.path()).is_err());
+    assert!(crate::config::check_paths(b.path(), b.path()).is_err());
+    assert!(crate::config::check_paths(&b.path().join("missing"), &inner).is_err());
+}

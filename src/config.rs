@@ -1,0 +1,178 @@
+//! Options, their defaults, and validation. Every check here runs before
+//! anything is mounted; a failure is one [`ConfigError`] line for the user.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+/// Default `high_watermark`: fraction of `max_size` above which the background evictor runs.
+pub const DEFAULT_HIGH_WATERMARK: f64 = 0.95;
+/// Default `low_watermark`: fraction of `max_size` the evictor brings usage down to.
+pub const DEFAULT_LOW_WATERMARK: f64 = 0.90;
+/// Default `pattern`: the block files of vLLM, SGLang and llm-d.
+pub const DEFAULT_PATTERN: &str = "*.bin";
+/// Default `stamp_interval`: at most one mtime stamp per file per minute.
+pub const DEFAULT_STAMP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// A bad option or path, worded for the user (one line, says what to do).
+#[derive(Debug, PartialEq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Shorthand for building a [`ConfigError`].
+pub fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(msg.into()))
+}
+
+/// Everything the daemon runs with, validated.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The backing directory, canonical.
+    pub backing: PathBuf,
+    /// The mountpoint, canonical.
+    pub mountpoint: PathBuf,
+    /// Hard budget, bytes (> 0).
+    pub max_size: u64,
+    /// Fraction of `max_size`, in (0, 1], above which the background evictor runs.
+    pub high_watermark: f64,
+    /// Fraction of `max_size`, in (0, high_watermark), it evicts down to.
+    pub low_watermark: f64,
+    /// Globs on the file name that select block files (non-empty).
+    pub patterns: Vec<String>,
+    /// Minimum time between two mtime stamps of one file.
+    pub stamp_interval: Duration,
+    /// FUSE event loops (>= 1).
+    pub threads: usize,
+    /// Let users other than the mounting one in (`allow_other`).
+    pub allow_other: bool,
+    /// Stay in the foreground (`-f`).
+    pub foreground: bool,
+}
+
+impl Options {
+    /// The compiled block-file matcher. Errors: a pattern that is not a valid glob.
+    pub fn block_matcher(&self) -> Result<GlobSet, ConfigError> {
+        build_matcher(&self.patterns)
+    }
+}
+
+/// Compiles name globs. Errors: an empty list, an empty or invalid glob.
+pub fn build_matcher(patterns: &[String]) -> Result<GlobSet, ConfigError> {
+    if patterns.is_empty() {
+        return err("pattern: at least one pattern is needed, e.g. pattern=*.bin");
+    }
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        if p.is_empty() {
+            return err("pattern: empty pattern; give a glob on file names, e.g. pattern=*.bin");
+        }
+        if p.contains('/') {
+            return err(format!("pattern: '{p}' contains '/'; patterns match file names only, e.g. *.bin"));
+        }
+        let g = Glob::new(p).or_else(|e| err(format!("pattern: '{p}' is not a valid glob: {e}")))?;
+        b.add(g);
+    }
+    b.build().or_else(|e| err(format!("pattern: {e}")))
+}
+
+/// Parses a size: bytes, or with a K/M/G/T suffix (powers of 1024, as tmpfs
+/// `size=` and `du -h`; `KiB`, `MB` … also accepted). Errors: empty, negative,
+/// zero, overflow, garbage.
+pub fn parse_size(key: &str, v: &str) -> Result<u64, ConfigError> {
+    let t = v.trim();
+    if t.is_empty() {
+        return err(format!("{key}: empty value; give a size such as 24G"));
+    }
+    if t.starts_with('-') {
+        return err(format!("{key}: '{v}' is negative; give a size such as 24G"));
+    }
+    let cfg = parse_size::Config::new().with_binary();
+    let n = cfg
+        .parse_size(t)
+        .or_else(|e| err(format!("{key}: '{v}' is not a size ({e}); use bytes or a K/M/G/T suffix, e.g. 24G")))?;
+    if n == 0 {
+        return err(format!("{key}: must be greater than zero, e.g. {key}=24G"));
+    }
+    Ok(n)
+}
+
+/// Parses a watermark fraction in (0, 1]. Errors: not a number, out of range.
+pub fn parse_fraction(key: &str, v: &str) -> Result<f64, ConfigError> {
+    let f: f64 = v
+        .trim()
+        .parse()
+        .or_else(|_| err(format!("{key}: '{v}' is not a number; give a fraction of max_size in (0, 1], e.g. 0.9")))?;
+    if !(f > 0.0 && f <= 1.0) {
+        return err(format!("{key}: {v} is outside (0, 1]; give a fraction of max_size, e.g. 0.9"));
+    }
+    Ok(f)
+}
+
+/// Parses a duration: `60s`, `5m`, `1h`, `250ms`, or bare seconds.
+pub fn parse_duration(key: &str, v: &str) -> Result<Duration, ConfigError> {
+    let t = v.trim();
+    if let Ok(secs) = t.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(t).or_else(|e| err(format!("{key}: '{v}' is not a duration ({e}); e.g. 60s, 5m, 1h")))
+}
+
+/// Parses a count in `1..=max`.
+pub fn parse_count(key: &str, v: &str, max: usize) -> Result<usize, ConfigError> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => err(format!("{key}: '{v}' must be a whole number from 1 to {max}")),
+    }
+}
+
+/// Checks BACKING and MOUNTPOINT and returns them canonical. Errors: missing,
+/// not a directory, BACKING not writable, one equal to or inside the other.
+pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf), ConfigError> {
+    let b = dir(backing, "backing directory")?;
+    let m = dir(mountpoint, "mountpoint")?;
+    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(b.as_os_str()))
+        .or_else(|_| err("backing directory: path contains a NUL byte"))?;
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return err(format!("backing directory {} is not writable by this user", b.display()));
+    }
+    if m == b {
+        return err(format!("mountpoint and backing directory are the same ({}); mount somewhere else", b.display()));
+    }
+    if m.starts_with(&b) {
+        return err(format!(
+            "mountpoint {} is inside the backing directory {}; choose a mountpoint outside it",
+            m.display(),
+            b.display()
+        ));
+    }
+    if b.starts_with(&m) {
+        return err(format!(
+            "backing directory {} is inside the mountpoint {}; choose a backing directory outside it",
+            b.display(),
+            m.display()
+        ));
+    }
+    Ok((b, m))
+}
+
+fn dir(p: &Path, what: &str) -> Result<PathBuf, ConfigError> {
+    let c = p.canonicalize().or_else(|e| err(format!("{what} {}: {}", p.display(), lower(&e))))?;
+    if !c.is_dir() {
+        return err(format!("{what} {}: not a directory", p.display()));
+    }
+    Ok(c)
+}
+
+fn lower(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "does not exist; create it first".into(),
+        _ => e.to_string(),
+    }
+}

@@ -1,0 +1,253 @@
+//! File and directory handles and the data path: open, read, write, release,
+//! fsync, fallocate, lseek, setattr (truncate), opendir, readdir, releasedir.
+//!
+//! The hard cap on the write path: before any call that can allocate, the
+//! bytes it could add are reserved in the ledger (evicting inline, or ENOSPC);
+//! after it, the file's real allocated size replaces the reservation.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::SystemTime;
+
+use fuser::{Errno, FileAttr, INodeNo, TimeOrNow};
+
+use super::{Core, Handle, OpResult, attr, sys};
+use crate::stats::Stats;
+
+/// Flags for opening the backing file on a client's behalf. O_DIRECT is not
+/// forwarded: the daemon's buffers are not aligned, and the client's own
+/// O_DIRECT semantics are kept by the kernel's FUSE direct I/O path.
+pub fn backing_flags(flags: i32) -> i32 {
+    flags & !(libc::O_DIRECT | libc::O_NOCTTY | libc::O_CLOEXEC)
+}
+
+/// Upper bound of the bytes a write of `len` at `off` can add to a file whose
+/// current stat is `st`: nothing for an overwrite inside a fully allocated
+/// file, else `len` rounded up to blocks plus one block of misalignment.
+pub fn write_growth(st: &libc::stat, off: u64, len: u64) -> u64 {
+    let bs = (st.st_blksize.max(512)) as u64;
+    let size = st.st_size as u64;
+    let full = sys::allocated(st) >= size.div_ceil(bs) * bs;
+    if off.saturating_add(len) <= size && full {
+        return 0;
+    }
+    len.div_ceil(bs) * bs + bs
+}
+
+/// An open directory: the backing fd, and entries read but not yet returned.
+pub struct DirStream {
+    fd: OwnedFd,
+    pending: std::collections::VecDeque<sys::DirEnt>,
+    next_off: i64,
+}
+
+fn dtype(t: u8) -> fuser::FileType {
+    use fuser::FileType::*;
+    match t {
+        libc::DT_DIR => Directory,
+        libc::DT_LNK => Symlink,
+        libc::DT_CHR => CharDevice,
+        libc::DT_BLK => BlockDevice,
+        libc::DT_FIFO => NamedPipe,
+        libc::DT_SOCK => Socket,
+        _ => RegularFile,
+    }
+}
+
+impl Core {
+    /// OPEN: opens the backing file and pins it against eviction until
+    /// release. Errors: ENOENT if eviction removed it first (never an fd to a
+    /// file eviction then deletes), the backing errno otherwise.
+    pub fn open(&self, ino: INodeNo, flags: i32) -> OpResult<u64> {
+        let i = self.inode(ino)?;
+        let placeholder = self.ledger.lock().pin(i.key).map_err(|_| Errno::ENOENT)?;
+        let opened = sys::reopen(i.fd(), backing_flags(flags)).and_then(|fd| Ok((sys::fstat(fd.as_fd())?, fd)));
+        let (st, fd) = match opened {
+            Ok((st, _)) if st.st_nlink == 0 && placeholder => Err(Errno::ENOENT),
+            other => other,
+        }
+        .inspect_err(|_| {
+            let mut l = self.ledger.lock();
+            if placeholder {
+                l.mark_unlinked(i.key);
+            }
+            l.unpin(i.key);
+        })?;
+        let block = {
+            let mut l = self.ledger.lock();
+            l.set_size(i.key, sys::allocated(&st));
+            l.get(&i.key).is_some_and(|e| e.block)
+        };
+        if block {
+            Stats::add(&self.stats.block_opens, 1);
+        }
+        self.touch(i.key);
+        Ok(self.add_handle(Handle { fd, key: i.key }))
+    }
+
+    /// READ `size` bytes at `off`. A read of a block file counts as use.
+    pub fn read(&self, fh: u64, off: u64, size: u32) -> OpResult<Vec<u8>> {
+        let h = self.handle(fh)?;
+        let mut buf = vec![0u8; size as usize];
+        let n = sys::pread_full(h.fd.as_raw_fd(), &mut buf, off)?;
+        buf.truncate(n);
+        self.touch(h.key);
+        Ok(buf)
+    }
+
+    /// WRITE `data` at `off`. Errors: ENOSPC when the bytes it may add can't
+    /// be made room for (nothing else is disturbed), the backing errno.
+    pub fn write(&self, fh: u64, off: u64, data: &[u8]) -> OpResult<u32> {
+        let h = self.handle(fh)?;
+        let st = sys::fstat(h.fd.as_fd())?;
+        let room = self.reserve(write_growth(&st, off, data.len() as u64))?;
+        let mut n = sys::pwrite_full(h.fd.as_raw_fd(), data, off);
+        // The backing filesystem itself is full (it may be smaller than
+        // max_size, or shared): evict and retry before failing.
+        for _ in 0..4 {
+            if n != Err(Errno::ENOSPC) || self.evict(data.len() as u64) == 0 {
+                break;
+            }
+            n = sys::pwrite_full(h.fd.as_raw_fd(), data, off);
+        }
+        let after = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
+        room.commit(h.key, after);
+        self.maybe_wake_evictor();
+        Ok(n? as u32)
+    }
+
+    /// FALLOCATE `len` bytes at `off` with `mode`. Errors: ENOSPC as for write.
+    pub fn fallocate(&self, fh: u64, off: u64, len: u64, mode: i32) -> OpResult<()> {
+        let h = self.handle(fh)?;
+        let grows = mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_COLLAPSE_RANGE) == 0;
+        let room = self.reserve(if grows { len.div_ceil(4096) * 4096 + 4096 } else { 0 })?;
+        let r = sys::fallocate(h.fd.as_raw_fd(), mode, off, len);
+        let after = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
+        room.commit(h.key, after);
+        self.maybe_wake_evictor();
+        r
+    }
+
+    /// FSYNC / FDATASYNC.
+    pub fn fsync(&self, fh: u64, datasync: bool) -> OpResult<()> {
+        sys::fsync(self.handle(fh)?.fd.as_raw_fd(), datasync)
+    }
+
+    /// LSEEK (SEEK_DATA / SEEK_HOLE reach the daemon).
+    pub fn lseek(&self, fh: u64, off: i64, whence: i32) -> OpResult<i64> {
+        sys::lseek(self.handle(fh)?.fd.as_raw_fd(), off, whence)
+    }
+
+    /// RELEASE: closes the backing fd and unpins the file (the last close of
+    /// a file unlinked while open returns its bytes to the budget).
+    pub fn release(&self, fh: u64) {
+        if let Some(h) = self.take_handle(fh) {
+            let key = h.key;
+            drop(h);
+            self.ledger.lock().unpin(key);
+            self.maybe_wake_evictor();
+        }
+    }
+
+    /// SETATTR: mode, owner, size, times, in that order; returns the new attributes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn setattr(
+        &self,
+        ino: INodeNo,
+        fh: Option<u64>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+    ) -> OpResult<FileAttr> {
+        let i = self.inode(ino)?;
+        let p = sys::proc_path(i.fd().as_raw_fd());
+        let check = |r: libc::c_int| {
+            if r < 0 { Err(Errno::from(std::io::Error::last_os_error())) } else { Ok(()) }
+        };
+        if let Some(m) = mode {
+            check(unsafe { libc::chmod(p.as_ptr(), m & 0o7777) })?;
+        }
+        if uid.is_some() || gid.is_some() {
+            let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
+            check(unsafe { libc::fchownat(i.fd().as_raw_fd(), c"".as_ptr(), u, g, libc::AT_EMPTY_PATH) })?;
+        }
+        if let Some(sz) = size {
+            match fh.map(|f| self.handle(f)) {
+                Some(Ok(h)) => sys::ftruncate(h.fd.as_raw_fd(), sz)?,
+                _ => check(unsafe { libc::truncate(p.as_ptr(), sz as i64) })?,
+            }
+            self.refresh_size(i.key, i.fd());
+        }
+        if atime.is_some() || mtime.is_some() {
+            let ts = [timespec(atime), timespec(mtime)];
+            check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), ts.as_ptr(), 0) })?;
+        }
+        let st = sys::fstat(i.fd())?;
+        Ok(attr(i.ino, &st))
+    }
+
+    /// OPENDIR: opens the backing directory for reading.
+    pub fn opendir(&self, ino: INodeNo) -> OpResult<u64> {
+        let i = self.inode(ino)?;
+        let fd = sys::reopen(i.fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let s = DirStream { fd, pending: Default::default(), next_off: 0 };
+        let fh = self.next_fh.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.dirs.write().insert(fh, std::sync::Arc::new(parking_lot::Mutex::new(s)));
+        Ok(fh)
+    }
+
+    /// READDIR from `offset` (0, or an offset this stream returned): feeds
+    /// entries to `add(ino, next_offset, type, name) -> full` until it is full.
+    pub fn readdir(
+        &self,
+        fh: u64,
+        offset: i64,
+        mut add: impl FnMut(u64, i64, fuser::FileType, &[u8]) -> bool,
+    ) -> OpResult<()> {
+        let s = self.dirs.read().get(&fh).cloned().ok_or(Errno::EBADF)?;
+        let mut s = s.lock();
+        if offset != s.next_off {
+            sys::lseek(s.fd.as_raw_fd(), offset, libc::SEEK_SET)?;
+            s.pending.clear();
+            s.next_off = offset;
+        }
+        loop {
+            if s.pending.is_empty() {
+                let batch = sys::getdents(s.fd.as_raw_fd())?;
+                if batch.is_empty() {
+                    return Ok(());
+                }
+                s.pending.extend(batch);
+            }
+            let Some(e) = s.pending.front() else {
+                return Ok(());
+            };
+            if add(e.ino, e.next_off, dtype(e.kind), &e.name) {
+                return Ok(());
+            }
+            s.next_off = e.next_off;
+            s.pending.pop_front();
+        }
+    }
+
+    /// RELEASEDIR.
+    pub fn releasedir(&self, fh: u64) {
+        self.dirs.write().remove(&fh);
+    }
+}
+
+fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
+    match t {
+        None => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        Some(TimeOrNow::Now) => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
+        Some(TimeOrNow::SpecificTime(t)) => match t.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(d) => libc::timespec { tv_sec: d.as_secs() as i64, tv_nsec: d.subsec_nanos() as i64 },
+            Err(e) => {
+                let d = e.duration();
+                libc::timespec { tv_sec: -(d.as_secs() as i64), tv_nsec: 0 }
+            }
+        },
+    }
+}

@@ -1,0 +1,178 @@
+//! Read-only metadata operations: getattr, readlink, statfs, access, and
+//! extended attributes (user.* passed through; the root also answers
+//! `user.boundfs.stats` with the live status as JSON).
+
+use std::ffi::OsStr;
+use std::os::fd::AsRawFd;
+
+use fuser::{Errno, FileAttr, INodeNo};
+
+use super::{Core, OpResult, attr, inode::ROOT_INO, sys};
+use crate::stats::Stats;
+
+/// Name of the status xattr on the mount's root.
+pub const STATS_XATTR: &str = "user.boundfs.stats";
+
+/// What STATFS answers: the budget as the filesystem's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatFs {
+    /// Total blocks of `bsize` bytes: max_size / bsize.
+    pub blocks: u64,
+    /// Free blocks: (max_size − usage) / bsize, capped by BACKING's own free space.
+    pub bfree: u64,
+    /// Inodes of BACKING.
+    pub files: u64,
+    /// Free inodes of BACKING.
+    pub ffree: u64,
+    /// Block size of BACKING (bytes).
+    pub bsize: u32,
+    /// Longest name of BACKING.
+    pub namelen: u32,
+}
+
+impl Core {
+    /// GETATTR, through the open handle when the kernel gives one (fstat of
+    /// a file unlinked while open must keep working).
+    pub fn getattr(&self, ino: INodeNo, fh: Option<u64>) -> OpResult<FileAttr> {
+        let i = self.inode(ino)?;
+        let st = match fh.map(|f| self.handle(f)) {
+            Some(Ok(h)) => sys::fstat(std::os::fd::AsFd::as_fd(&h.fd))?,
+            _ => sys::fstat(i.fd())?,
+        };
+        Ok(attr(i.ino, &st))
+    }
+
+    /// READLINK: the stored target, never resolved.
+    pub fn readlink(&self, ino: INodeNo) -> OpResult<Vec<u8>> {
+        sys::readlink_fd(self.inode(ino)?.fd())
+    }
+
+    /// STATFS: see [`StatFs`]. `df MOUNTPOINT` shows the tier's size.
+    pub fn statfs(&self) -> OpResult<StatFs> {
+        let v = sys::fstatvfs(self.root().fd())?;
+        let bsize = (v.f_bsize as u64).max(512);
+        let (max, usage) = {
+            let l = self.ledger.lock();
+            (l.max_size(), l.usage())
+        };
+        let backing_free = v.f_bavail as u64 * v.f_frsize.max(1) as u64 / bsize;
+        Ok(StatFs {
+            blocks: max / bsize,
+            bfree: (max.saturating_sub(usage) / bsize).min(backing_free),
+            files: v.f_files as u64,
+            ffree: v.f_ffree as u64,
+            bsize: bsize as u32,
+            namelen: v.f_namemax as u32,
+        })
+    }
+
+    /// ACCESS (only sent without default_permissions): checks `mask` against
+    /// the mode bits for `uid`/`gid`. Errors: EACCES, the backing errno.
+    pub fn access(&self, ino: INodeNo, mask: i32, uid: u32, gid: u32) -> OpResult<()> {
+        let st = sys::fstat(self.inode(ino)?.fd())?;
+        if mask == libc::F_OK {
+            return Ok(());
+        }
+        let mode = st.st_mode;
+        let bits = if uid == 0 {
+            // root passes r/w always, x if anyone has x (or it's a directory)
+            let x = mode & 0o111 != 0 || mode & libc::S_IFMT == libc::S_IFDIR;
+            0o6 | if x { 0o1 } else { 0 }
+        } else if uid == st.st_uid {
+            (mode >> 6) & 7
+        } else if gid == st.st_gid {
+            (mode >> 3) & 7
+        } else {
+            mode & 7
+        };
+        if (mask as u32) & !bits & 7 != 0 { Err(Errno::EACCES) } else { Ok(()) }
+    }
+
+    /// GETXATTR: with `size` 0 the value's length, else the value (ERANGE if
+    /// longer than `size`). Errors: ENODATA, the backing errno.
+    pub fn getxattr(&self, ino: INodeNo, name: &OsStr, size: u32) -> OpResult<Xattr> {
+        if ino.0 == ROOT_INO && name == STATS_XATTR {
+            let json = self.stats_json().into_bytes();
+            return sized(json, size);
+        }
+        let fd = self.inode(ino)?.fd().as_raw_fd();
+        let mut buf = vec![0u8; size as usize];
+        let n = sys::xattr::get(fd, name, &mut buf)?;
+        Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) })
+    }
+
+    /// LISTXATTR, same size protocol as [`Core::getxattr`].
+    pub fn listxattr(&self, ino: INodeNo, size: u32) -> OpResult<Xattr> {
+        let fd = self.inode(ino)?.fd().as_raw_fd();
+        let mut buf = vec![0u8; size as usize];
+        let n = sys::xattr::list(fd, &mut buf)?;
+        Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) })
+    }
+
+    /// SETXATTR. Errors: EPERM for the reserved `user.boundfs.*` names on the
+    /// root, the backing errno.
+    pub fn setxattr(&self, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32) -> OpResult<()> {
+        if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(b"user.boundfs.") {
+            return Err(Errno::EPERM);
+        }
+        sys::xattr::set(self.inode(ino)?.fd().as_raw_fd(), name, value, flags)
+    }
+
+    /// REMOVEXATTR.
+    pub fn removexattr(&self, ino: INodeNo, name: &OsStr) -> OpResult<()> {
+        sys::xattr::remove(self.inode(ino)?.fd().as_raw_fd(), name)
+    }
+
+    /// The live status as one line of JSON (bytes for sizes, counts otherwise).
+    pub fn stats_json(&self) -> String {
+        let (c, max) = {
+            let l = self.ledger.lock();
+            (l.counts(), l.max_size())
+        };
+        let s = &self.stats;
+        format!(
+            concat!(
+                "{{\"usage\":{},\"max_size\":{},\"high_watermark\":{},\"low_watermark\":{},",
+                "\"files\":{},\"block_files\":{},\"evictable\":{},\"open_handles\":{},",
+                "\"evictions\":{},\"evicted_bytes\":{},\"evict_skipped\":{},\"enospc\":{},",
+                "\"block_opens\":{},\"lookup_misses\":{},\"stamps\":{},\"stamps_pending\":{},",
+                "\"uptime_seconds\":{}}}"
+            ),
+            c.usage,
+            max,
+            self.policy.high_watermark,
+            self.policy.low_watermark,
+            c.files,
+            c.block_files,
+            c.evictable,
+            c.open_handles,
+            Stats::get(&s.evictions),
+            Stats::get(&s.evicted_bytes),
+            Stats::get(&s.evict_skipped),
+            Stats::get(&s.enospc),
+            Stats::get(&s.block_opens),
+            Stats::get(&s.lookup_misses),
+            Stats::get(&s.stamps),
+            self.stamper.pending(),
+            self.now(),
+        )
+    }
+}
+
+/// An xattr answer: the size asked for, or the bytes.
+pub enum Xattr {
+    /// Length of the value or list (the caller asked with size 0).
+    Size(u32),
+    /// The value or list.
+    Data(Vec<u8>),
+}
+
+fn sized(v: Vec<u8>, size: u32) -> OpResult<Xattr> {
+    if size == 0 {
+        Ok(Xattr::Size(v.len() as u32))
+    } else if v.len() > size as usize {
+        Err(Errno::ERANGE)
+    } else {
+        Ok(Xattr::Data(v))
+    }
+}

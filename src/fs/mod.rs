@@ -1,0 +1,338 @@
+//! The filesystem core: passthrough operations on BACKING that return plain
+//! values or an errno, testable without a mount. `crate::fuse` adapts them to
+//! the kernel protocol.
+//!
+//! Lock order (outer to inner), written here where the locks live:
+//! 1. directory stripes ([`dirlock::DirLocks`], ascending stripe index);
+//! 2. `Core::ledger` (bookkeeping only: never held across a syscall);
+//! 3. leaf locks, never held while taking another: the inode table, the
+//!    handle tables, the invalidation queue, the stamp queue, the evictor's wake flag.
+
+pub mod dirlock;
+pub mod inode;
+pub mod sys;
+
+mod data;
+mod meta;
+mod namespace;
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fuser::{Errno, FileAttr, FileType, INodeNo};
+use globset::GlobSet;
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::cache::ledger::{FileKey, Ledger};
+use crate::cache::policy::Policy;
+use crate::cache::stamp::Stamper;
+use crate::notify::Invalidator;
+use crate::stats::Stats;
+use dirlock::DirLocks;
+use inode::{Inode, InodeTable};
+
+pub use data::{DirStream, backing_flags, write_growth};
+pub use meta::{STATS_XATTR, StatFs, Xattr};
+
+/// Result of a core operation: a value or the errno to answer.
+pub type OpResult<T> = Result<T, Errno>;
+
+/// How long the kernel may cache entries and attributes. Evictions and every
+/// change made behind the kernel's back are invalidated explicitly.
+pub const TTL: Duration = Duration::from_secs(1);
+
+/// An open file handle: the backing fd and the object it belongs to.
+pub struct Handle {
+    /// Backing file opened with the client's flags (O_DIRECT stripped).
+    pub fd: OwnedFd,
+    /// Backing identity, for the ledger.
+    pub key: FileKey,
+}
+
+/// Who is asking (for ownership of new objects).
+#[derive(Clone, Copy, Debug)]
+pub struct Caller {
+    /// Requesting uid.
+    pub uid: u32,
+    /// Requesting gid.
+    pub gid: u32,
+}
+
+/// The shared state of one mount.
+pub struct Core {
+    /// Canonical BACKING path (to turn /proc/self/fd links into relative paths).
+    pub root_path: PathBuf,
+    /// FUSE inodes ↔ backing objects.
+    pub inodes: InodeTable,
+    /// Usage, LRU, pins, reservations.
+    pub ledger: Mutex<Ledger>,
+    /// Watermarks.
+    pub policy: Policy,
+    /// Namespace serialisation per backing directory.
+    pub dirlocks: DirLocks,
+    /// Selects block files by name.
+    pub matcher: GlobSet,
+    /// Counters.
+    pub stats: Stats,
+    /// Kernel cache invalidations.
+    pub inval: Invalidator,
+    /// Pending mtime stamps.
+    pub stamper: Stamper,
+    /// Wakes the background evictor (flag: work pending or stop).
+    pub evict_wake: (Mutex<bool>, Condvar),
+    handles: RwLock<HashMap<u64, Arc<Handle>>>,
+    dirs: RwLock<HashMap<u64, Arc<Mutex<DirStream>>>>,
+    next_fh: AtomicU64,
+    start: Instant,
+    stamp_secs: u32,
+    euid: u32,
+}
+
+impl Core {
+    /// A core over the BACKING directory open at `root_fd` (an `O_PATH`
+    /// directory fd), with an already built ledger (see `cache::scan`).
+    pub fn new(
+        root_path: PathBuf,
+        root_fd: OwnedFd,
+        root_key: FileKey,
+        ledger: Ledger,
+        policy: Policy,
+        matcher: GlobSet,
+        stamp_interval: Duration,
+    ) -> Self {
+        Core {
+            root_path,
+            inodes: InodeTable::new(root_fd, root_key),
+            ledger: Mutex::new(ledger),
+            policy,
+            dirlocks: DirLocks::default(),
+            matcher,
+            stats: Stats::default(),
+            inval: Invalidator::default(),
+            stamper: Stamper::default(),
+            evict_wake: (Mutex::new(false), Condvar::new()),
+            handles: RwLock::new(HashMap::new()),
+            dirs: RwLock::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            start: Instant::now(),
+            stamp_secs: stamp_interval.as_secs().min(u32::MAX as u64) as u32,
+            euid: unsafe { libc::geteuid() },
+        }
+    }
+
+    /// The BACKING root's `O_PATH` fd.
+    pub fn root(&self) -> Arc<Inode> {
+        // The root is inserted at construction and never forgotten.
+        self.inodes.get(inode::ROOT_INO).expect("root inode is permanent")
+    }
+
+    /// The inode the kernel names. Errors: ESTALE for one it does not hold.
+    pub fn inode(&self, ino: INodeNo) -> OpResult<Arc<Inode>> {
+        self.inodes.get(ino.0).ok_or(Errno::ESTALE)
+    }
+
+    /// Seconds since the mount started (the ledger's clock).
+    pub fn now(&self) -> u32 {
+        self.start.elapsed().as_secs().min(u32::MAX as u64 - 1) as u32
+    }
+
+    /// Whether a file name selects a block file.
+    pub fn is_block_name(&self, name: &OsStr) -> bool {
+        self.matcher.is_match(Path::new(name))
+    }
+
+    /// Path of `name` in the directory behind `dir`, relative to BACKING.
+    /// None if the directory is no longer reachable from BACKING.
+    pub fn rel_path(&self, dir: BorrowedFd<'_>, name: &OsStr) -> Option<PathBuf> {
+        let abs = sys::fd_path(dir)?;
+        let rel = abs.strip_prefix(&self.root_path).ok()?;
+        Some(rel.join(name))
+    }
+
+    /// Marks `key` most recent; queues an mtime stamp when one is due.
+    pub fn touch(&self, key: FileKey) {
+        let stamp = self.ledger.lock().touch(key, self.now(), self.stamp_secs);
+        if let Some(path) = stamp {
+            self.stamper.push(key, path);
+        }
+    }
+
+    /// Re-reads the allocated size of `key` from `fd` into the ledger.
+    pub fn refresh_size(&self, key: FileKey, fd: BorrowedFd<'_>) {
+        if let Ok(st) = sys::fstat(fd) {
+            self.ledger.lock().set_size(key, sys::allocated(&st));
+        }
+    }
+
+    /// Wakes the background evictor if usage is above the high watermark.
+    pub fn maybe_wake_evictor(&self) {
+        let committed = self.ledger.lock().committed();
+        if self.policy.should_wake(committed) {
+            self.wake_evictor();
+        }
+    }
+
+    /// Wakes the background evictor.
+    pub fn wake_evictor(&self) {
+        let (m, cv) = &self.evict_wake;
+        *m.lock() = true;
+        cv.notify_one();
+    }
+
+    /// Reserves `bytes` of budget for a change about to happen, evicting
+    /// inline when needed. Errors: ENOSPC when the evictable blocks can't make room.
+    pub fn reserve(&self, bytes: u64) -> OpResult<Reservation<'_>> {
+        if bytes == 0 {
+            return Ok(Reservation { core: self, bytes: 0 });
+        }
+        for _ in 0..16 {
+            let short = match self.ledger.lock().reserve(bytes) {
+                Ok(()) => return Ok(Reservation { core: self, bytes }),
+                Err(s) => s.0,
+            };
+            if self.evict(short) == 0 {
+                break;
+            }
+        }
+        Stats::add(&self.stats.enospc, 1);
+        Err(Errno::ENOSPC)
+    }
+
+    /// The handle behind `fh`. Errors: EBADF.
+    pub fn handle(&self, fh: u64) -> OpResult<Arc<Handle>> {
+        self.handles.read().get(&fh).cloned().ok_or(Errno::EBADF)
+    }
+
+    fn add_handle(&self, h: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.write().insert(fh, Arc::new(h));
+        fh
+    }
+
+    fn take_handle(&self, fh: u64) -> Option<Arc<Handle>> {
+        self.handles.write().remove(&fh)
+    }
+
+    /// Gives a new object to the requesting user when the daemon runs as root
+    /// (the daemon creates everything with its own credentials).
+    fn chown_new(&self, fd: BorrowedFd<'_>, who: Caller) {
+        if self.euid == 0 && (who.uid != 0 || who.gid != 0) {
+            let r = unsafe {
+                libc::fchownat(
+                    std::os::fd::AsRawFd::as_raw_fd(&fd),
+                    c"".as_ptr(),
+                    who.uid,
+                    who.gid,
+                    libc::AT_EMPTY_PATH,
+                )
+            };
+            if r != 0 {
+                log::debug!("chown of a new object to {}:{} failed", who.uid, who.gid);
+            }
+        }
+    }
+
+    /// Registers an object found or made under `parent` as `name`, gives the
+    /// kernel an inode for it, and returns its attributes.
+    fn publish(&self, parent: &Inode, name: &OsStr, fd: OwnedFd, st: &libc::stat, touch: bool) -> FileAttr {
+        let key = key_of(st);
+        let fmt = st.st_mode & libc::S_IFMT;
+        let known = self.ledger.lock().get(&key).is_some();
+        if !known {
+            let block = fmt == libc::S_IFREG && self.is_block_name(name);
+            let path = self.rel_path(parent.fd(), name);
+            self.ledger.lock().upsert(key, sys::allocated(st), block, path, self.now());
+            self.maybe_wake_evictor();
+        } else if touch {
+            self.touch(key);
+        }
+        let inode = self.inodes.insert(fd, key, fmt);
+        attr(inode.ino, st)
+    }
+
+    /// Re-reads a directory's own size after entries were added or removed.
+    fn refresh_dir(&self, dir: &Inode) {
+        self.refresh_size(dir.key, dir.fd());
+    }
+}
+
+/// A budget reservation; returned to the ledger on drop or [`Reservation::commit`].
+pub struct Reservation<'a> {
+    core: &'a Core,
+    bytes: u64,
+}
+
+impl Reservation<'_> {
+    /// Records the new allocated size of `key` and returns the reservation, atomically.
+    pub fn commit(self, key: FileKey, size: u64) {
+        {
+            let mut l = self.core.ledger.lock();
+            l.set_size(key, size);
+            l.release(self.bytes);
+        }
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.core.ledger.lock().release(self.bytes);
+        }
+    }
+}
+
+/// Backing identity of a stat result.
+pub fn key_of(st: &libc::stat) -> FileKey {
+    FileKey { dev: st.st_dev, ino: st.st_ino }
+}
+
+fn time(secs: i64, nsecs: i64) -> SystemTime {
+    if secs >= 0 {
+        UNIX_EPOCH + Duration::new(secs as u64, nsecs as u32)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs())
+    }
+}
+
+/// FUSE attributes of a backing stat, under FUSE inode number `ino`.
+pub fn attr(ino: u64, st: &libc::stat) -> FileAttr {
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        _ => FileType::RegularFile,
+    };
+    FileAttr {
+        ino: INodeNo(ino),
+        size: st.st_size as u64,
+        blocks: st.st_blocks as u64,
+        atime: time(st.st_atime, st.st_atime_nsec),
+        mtime: time(st.st_mtime, st.st_mtime_nsec),
+        ctime: time(st.st_ctime, st.st_ctime_nsec),
+        crtime: UNIX_EPOCH,
+        kind,
+        perm: (st.st_mode & 0o7777) as u16,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        rdev: st.st_rdev as u32,
+        blksize: st.st_blksize as u32,
+        flags: 0,
+    }
+}
+
+/// The `AsFd` of a handle, for brevity at call sites.
+impl AsFd for Handle {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}

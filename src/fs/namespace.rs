@@ -1,0 +1,233 @@
+//! Operations that change or resolve names: lookup, create, mkdir, mknod,
+//! symlink, link, unlink, rmdir, rename. Each change holds the stripes of the
+//! directories it touches (see `dirlock`) and keeps the ledger in step.
+
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use fuser::{Errno, FileAttr, INodeNo};
+
+use super::{Caller, Core, Handle, OpResult, key_of, sys};
+use crate::stats::Stats;
+
+/// Room reserved for the directory block a new entry may add (bytes).
+const ENTRY_RESERVE: u64 = 8192;
+
+impl Core {
+    /// LOOKUP: resolves `name` in `parent` without following a symlink. A
+    /// block file found this way becomes most recent. Errors: the backing errno
+    /// (ENOENT for a miss).
+    pub fn lookup(&self, parent: INodeNo, name: &OsStr) -> OpResult<FileAttr> {
+        let p = self.inode(parent)?;
+        let c = sys::cname(name)?;
+        let fd = match sys::open_path(p.fd(), &c) {
+            Ok(fd) => fd,
+            Err(e) => {
+                if e == Errno::ENOENT {
+                    Stats::add(&self.stats.lookup_misses, 1);
+                }
+                return Err(e);
+            }
+        };
+        let st = sys::fstat(fd.as_fd())?;
+        Ok(self.publish(&p, name, fd, &st, true))
+    }
+
+    /// CREATE: creates (or, without O_EXCL, opens) `name` and opens it.
+    /// Returns the attributes and a file handle. Errors: EEXIST with O_EXCL,
+    /// ENOSPC when no room can be made, other backing errnos.
+    pub fn create(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+        who: Caller,
+    ) -> OpResult<(FileAttr, u64)> {
+        let p = self.inode(parent)?;
+        let c = sys::cname(name)?;
+        let room = self.reserve(ENTRY_RESERVE)?;
+        let open_flags = super::data::backing_flags(flags) & !(libc::O_CREAT | libc::O_EXCL);
+        let _g = self.dirlocks.lock(&[p.key]);
+        let (fd, created) = match sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL, mode) {
+            Ok(fd) => (fd, true),
+            Err(e) if e == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
+                (sys::openat(p.fd(), &c, open_flags, 0)?, false)
+            }
+            Err(e) => return Err(e),
+        };
+        if created {
+            self.chown_new(fd.as_fd(), who);
+        }
+        let st = sys::fstat(fd.as_fd())?;
+        let key = key_of(&st);
+        if self.ledger.lock().pin(key).is_err() {
+            // Unreachable while we hold the directory stripe; answer as a miss.
+            return Err(Errno::ENOENT);
+        }
+        let path_fd = sys::reopen(fd.as_fd(), libc::O_PATH)?;
+        let block = self.is_block_name(name);
+        let path = self.rel_path(p.fd(), name);
+        self.ledger.lock().upsert(key, sys::allocated(&st), block, path, self.now());
+        self.touch(key);
+        self.refresh_dir(&p);
+        drop(room);
+        let inode = self.inodes.insert(path_fd, key, libc::S_IFREG);
+        let fh = self.add_handle(Handle { fd, key });
+        self.maybe_wake_evictor();
+        Ok((super::attr(inode.ino, &st), fh))
+    }
+
+    /// Shared tail of mkdir, mknod and symlink: the new object `name` in `p`.
+    fn made(&self, p: &super::Inode, name: &OsStr, who: Caller) -> OpResult<FileAttr> {
+        let c = sys::cname(name)?;
+        let fd = sys::open_path(p.fd(), &c)?;
+        self.chown_new(fd.as_fd(), who);
+        let st = sys::fstat(fd.as_fd())?;
+        self.refresh_dir(p);
+        Ok(self.publish(p, name, fd, &st, false))
+    }
+
+    /// MKDIR. Errors: the backing errno, ENOSPC when no room can be made.
+    pub fn mkdir(&self, parent: INodeNo, name: &OsStr, mode: u32, who: Caller) -> OpResult<FileAttr> {
+        let p = self.inode(parent)?;
+        let c = sys::cname(name)?;
+        let _room = self.reserve(ENTRY_RESERVE)?;
+        let _g = self.dirlocks.lock(&[p.key]);
+        sys::mkdirat(p.fd(), &c, mode)?;
+        self.made(&p, name, who)
+    }
+
+    /// MKNOD (FIFOs, sockets, devices, regular files).
+    pub fn mknod(&self, parent: INodeNo, name: &OsStr, mode: u32, rdev: u32, who: Caller) -> OpResult<FileAttr> {
+        let p = self.inode(parent)?;
+        let c = sys::cname(name)?;
+        let _room = self.reserve(ENTRY_RESERVE)?;
+        let _g = self.dirlocks.lock(&[p.key]);
+        sys::mknodat(p.fd(), &c, mode, u64::from(rdev))?;
+        self.made(&p, name, who)
+    }
+
+    /// SYMLINK: `name` in `parent` pointing at `target` (stored, never followed).
+    pub fn symlink(&self, parent: INodeNo, name: &OsStr, target: &Path, who: Caller) -> OpResult<FileAttr> {
+        let p = self.inode(parent)?;
+        let c = sys::cname(name)?;
+        let _room = self.reserve(ENTRY_RESERVE)?;
+        let _g = self.dirlocks.lock(&[p.key]);
+        sys::symlinkat(target, p.fd(), &c)?;
+        self.made(&p, name, who)
+    }
+
+    /// LINK: a new name for an existing object. The ledger keeps one entry
+    /// per object; a block name becomes the name eviction would remove.
+    pub fn link(&self, ino: INodeNo, newparent: INodeNo, newname: &OsStr) -> OpResult<FileAttr> {
+        let i = self.inode(ino)?;
+        let np = self.inode(newparent)?;
+        let c = sys::cname(newname)?;
+        let _room = self.reserve(ENTRY_RESERVE)?;
+        let _g = self.dirlocks.lock(&[np.key]);
+        sys::link_fd(i.fd(), np.fd(), &c)?;
+        let st = sys::fstat(i.fd())?;
+        let block = self.is_block_name(newname);
+        if block {
+            let path = self.rel_path(np.fd(), newname);
+            self.ledger.lock().upsert(i.key, sys::allocated(&st), true, path, self.now());
+            self.touch(i.key);
+        }
+        self.refresh_dir(&np);
+        let fd = sys::reopen(i.fd(), libc::O_PATH)?;
+        let inode = self.inodes.insert(fd, i.key, i.fmt);
+        Ok(super::attr(inode.ino, &st))
+    }
+
+    /// UNLINK. A file still open through the mount stays in usage until its
+    /// last release. Errors: the backing errno.
+    pub fn unlink(&self, parent: INodeNo, name: &OsStr) -> OpResult<()> {
+        let p = self.inode(parent)?;
+        let c = sys::cname(name)?;
+        let path = self.rel_path(p.fd(), name);
+        let _g = self.dirlocks.lock(&[p.key]);
+        let st = sys::fstatat(p.fd(), &c)?;
+        sys::unlinkat(p.fd(), &c, 0)?;
+        self.forget_name(&st, path.as_deref());
+        self.refresh_dir(&p);
+        Ok(())
+    }
+
+    /// RMDIR. Errors: the backing errno (ENOTEMPTY, ENOENT …).
+    pub fn rmdir(&self, parent: INodeNo, name: &OsStr) -> OpResult<()> {
+        let p = self.inode(parent)?;
+        let c = sys::cname(name)?;
+        let _g = self.dirlocks.lock(&[p.key]);
+        let st = sys::fstatat(p.fd(), &c)?;
+        sys::unlinkat(p.fd(), &c, libc::AT_REMOVEDIR)?;
+        self.ledger.lock().remove(key_of(&st));
+        self.refresh_dir(&p);
+        Ok(())
+    }
+
+    /// The ledger side of removing the name `path` of the object `st`.
+    fn forget_name(&self, st: &libc::stat, path: Option<&Path>) {
+        let key = key_of(st);
+        let mut l = self.ledger.lock();
+        if st.st_nlink <= 1 || st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            l.mark_unlinked(key);
+        } else if let Some(p) = path {
+            l.name_removed(key, p);
+        }
+    }
+
+    /// RENAME with `flags` (RENAME_NOREPLACE, RENAME_EXCHANGE passed to
+    /// renameat2). A block file renamed into place becomes most recent; a
+    /// replaced file leaves usage (or, if open, at its last release).
+    pub fn rename(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: u32,
+    ) -> OpResult<()> {
+        let p = self.inode(parent)?;
+        let np = self.inode(newparent)?;
+        let (c, nc) = (sys::cname(name)?, sys::cname(newname)?);
+        let old_path = self.rel_path(p.fd(), name);
+        let new_path = self.rel_path(np.fd(), newname);
+        let _g = self.dirlocks.lock(&[p.key, np.key]);
+        let src = sys::fstatat(p.fd(), &c)?;
+        let dst = sys::fstatat(np.fd(), &nc).ok();
+        sys::renameat2(p.fd(), &c, np.fd(), &nc, flags)?;
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        if let Some(d) = dst.as_ref().filter(|d| key_of(d) != key_of(&src)) {
+            if exchange {
+                self.moved(d, old_path.as_deref(), new_path.as_deref(), name);
+            } else {
+                self.forget_name(d, None);
+            }
+        }
+        self.moved(&src, new_path.as_deref(), old_path.as_deref(), newname);
+        self.refresh_dir(&p);
+        if np.key != p.key {
+            self.refresh_dir(&np);
+        }
+        Ok(())
+    }
+
+    /// The ledger side of an object `st` now named `to` (was `from`).
+    fn moved(&self, st: &libc::stat, to: Option<&Path>, from: Option<&Path>, new_name: &OsStr) {
+        let key = key_of(st);
+        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        let block = !is_dir && st.st_mode & libc::S_IFMT == libc::S_IFREG && self.is_block_name(new_name);
+        {
+            let mut l = self.ledger.lock();
+            if is_dir {
+                if let (Some(f), Some(t)) = (from, to) {
+                    l.rename_prefix(f, t);
+                }
+            }
+            l.upsert(key, sys::allocated(st), block, to.map(Path::to_path_buf), self.now());
+        }
+        self.touch(key);
+    }
+}

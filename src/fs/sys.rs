@@ -1,0 +1,322 @@
+//! Thin safe wrappers over the Linux syscalls the passthrough uses. Every path
+//! here is one name relative to a held directory fd (never containing `/`), or
+//! a path resolved with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so no
+//! symlink inside BACKING is ever followed on a client's behalf.
+//! Errors are the raw errno of the syscall, as `fuser::Errno`.
+
+use std::ffi::{CStr, CString, OsStr};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use fuser::Errno;
+
+/// Result of a syscall wrapper.
+pub type SysResult<T> = Result<T, Errno>;
+
+fn last_errno() -> Errno {
+    Errno::from(std::io::Error::last_os_error())
+}
+
+fn check(ret: libc::c_int) -> SysResult<libc::c_int> {
+    if ret < 0 { Err(last_errno()) } else { Ok(ret) }
+}
+
+fn check_size(ret: libc::ssize_t) -> SysResult<usize> {
+    if ret < 0 { Err(last_errno()) } else { Ok(ret as usize) }
+}
+
+/// A name for a `*at` call. Errors: EINVAL for a name with a NUL byte or a
+/// `/`, ENOENT-free "." and ".." are refused with EPERM so no request can
+/// climb out of BACKING.
+pub fn cname(name: &OsStr) -> SysResult<CString> {
+    let bytes = name.as_bytes();
+    if bytes.contains(&b'/') {
+        return Err(Errno::EINVAL);
+    }
+    if bytes == b"." || bytes == b".." {
+        return Err(Errno::EPERM);
+    }
+    CString::new(bytes).map_err(|_| Errno::EINVAL)
+}
+
+/// `/proc/self/fd/N`: opening it reopens exactly the inode behind `fd` (the
+/// kernel follows the magic link to the object, not a path in BACKING).
+pub fn proc_path(fd: RawFd) -> CString {
+    // A formatted integer never contains a NUL byte.
+    CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default()
+}
+
+/// `openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)`.
+pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> SysResult<OwnedFd> {
+    let fd = check(unsafe {
+        libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC, mode)
+    })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// An `O_PATH` handle on `name` in `dir` (not following a final symlink).
+pub fn open_path(dir: BorrowedFd<'_>, name: &CStr) -> SysResult<OwnedFd> {
+    openat(dir, name, libc::O_PATH, 0)
+}
+
+/// Reopens the object behind an `O_PATH` fd with `flags` (through /proc/self/fd).
+pub fn reopen(fd: BorrowedFd<'_>, flags: i32) -> SysResult<OwnedFd> {
+    let p = proc_path(fd.as_raw_fd());
+    let fd = check(unsafe { libc::open(p.as_ptr(), flags | libc::O_CLOEXEC, 0) })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens `rel` (relative to `root`, may have several components) with
+/// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`:
+/// ELOOP/EXDEV if any component is a symlink or escapes `root`.
+pub fn open_beneath(root: BorrowedFd<'_>, rel: &Path, flags: i32) -> SysResult<OwnedFd> {
+    let path = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: open_how is plain data; all-zero is its documented default.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64;
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            c.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if ret < 0 {
+        return Err(last_errno());
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// `fstat(fd)` (works on `O_PATH` fds).
+pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<libc::stat> {
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    check(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    Ok(unsafe { st.assume_init() })
+}
+
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`.
+pub fn fstatat(dir: BorrowedFd<'_>, name: &CStr) -> SysResult<libc::stat> {
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    check(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) })?;
+    Ok(unsafe { st.assume_init() })
+}
+
+/// `unlinkat(dir, name, flags)` (`AT_REMOVEDIR` for rmdir).
+pub fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> SysResult<()> {
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) }).map(drop)
+}
+
+/// `mkdirat(dir, name, mode)`.
+pub fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> SysResult<()> {
+    check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode) }).map(drop)
+}
+
+/// `mknodat(dir, name, mode, rdev)`.
+pub fn mknodat(dir: BorrowedFd<'_>, name: &CStr, mode: u32, rdev: u64) -> SysResult<()> {
+    check(unsafe { libc::mknodat(dir.as_raw_fd(), name.as_ptr(), mode, rdev) }).map(drop)
+}
+
+/// `symlinkat(target, dir, name)`.
+pub fn symlinkat(target: &Path, dir: BorrowedFd<'_>, name: &CStr) -> SysResult<()> {
+    let t = CString::new(target.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    check(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), name.as_ptr()) }).map(drop)
+}
+
+/// `linkat(fd, "", newdir, newname, AT_EMPTY_PATH)`: a new name for the object
+/// behind an `O_PATH` fd (needs CAP_DAC_READ_SEARCH, else falls back to /proc).
+pub fn link_fd(fd: BorrowedFd<'_>, newdir: BorrowedFd<'_>, newname: &CStr) -> SysResult<()> {
+    let empty = c"";
+    let r = unsafe {
+        libc::linkat(fd.as_raw_fd(), empty.as_ptr(), newdir.as_raw_fd(), newname.as_ptr(), libc::AT_EMPTY_PATH)
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let p = proc_path(fd.as_raw_fd());
+    check(unsafe {
+        libc::linkat(libc::AT_FDCWD, p.as_ptr(), newdir.as_raw_fd(), newname.as_ptr(), libc::AT_SYMLINK_FOLLOW)
+    })
+    .map(drop)
+}
+
+/// `renameat2(olddir, old, newdir, new, flags)`.
+pub fn renameat2(olddir: BorrowedFd<'_>, old: &CStr, newdir: BorrowedFd<'_>, new: &CStr, flags: u32) -> SysResult<()> {
+    check(unsafe { libc::renameat2(olddir.as_raw_fd(), old.as_ptr(), newdir.as_raw_fd(), new.as_ptr(), flags) })
+        .map(drop)
+}
+
+/// `readlinkat(fd, "")` on an `O_PATH` fd of a symlink.
+pub fn readlink_fd(fd: BorrowedFd<'_>) -> SysResult<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    let n = check_size(unsafe { libc::readlinkat(fd.as_raw_fd(), c"".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// The absolute path the kernel currently gives the object behind `fd`
+/// (`readlink /proc/self/fd/N`), or None if it was deleted.
+pub fn fd_path(fd: BorrowedFd<'_>) -> Option<std::path::PathBuf> {
+    let p = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    if p.as_os_str().as_bytes().ends_with(b" (deleted)") {
+        return None;
+    }
+    Some(p)
+}
+
+/// `pread(fd, buf, off)`, retried until `buf` is full or EOF.
+pub fn pread_full(fd: RawFd, buf: &mut [u8], off: u64) -> SysResult<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n =
+            unsafe { libc::pread(fd, buf[done..].as_mut_ptr().cast(), buf.len() - done, (off + done as u64) as i64) };
+        match check_size(n) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e == Errno::EINTR => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// `pwrite(fd, buf, off)`, retried until all of `buf` is written.
+pub fn pwrite_full(fd: RawFd, buf: &[u8], off: u64) -> SysResult<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = unsafe { libc::pwrite(fd, buf[done..].as_ptr().cast(), buf.len() - done, (off + done as u64) as i64) };
+        match check_size(n) {
+            Ok(n) => done += n,
+            Err(e) if e == Errno::EINTR => continue,
+            Err(e) if done > 0 => {
+                log::debug!("short write after {done} bytes: {e:?}");
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// `fallocate(fd, mode, off, len)`.
+pub fn fallocate(fd: RawFd, mode: i32, off: u64, len: u64) -> SysResult<()> {
+    check(unsafe { libc::fallocate(fd, mode, off as i64, len as i64) }).map(drop)
+}
+
+/// `fsync` or `fdatasync`.
+pub fn fsync(fd: RawFd, datasync: bool) -> SysResult<()> {
+    check(unsafe { if datasync { libc::fdatasync(fd) } else { libc::fsync(fd) } }).map(drop)
+}
+
+/// `lseek(fd, off, whence)`.
+pub fn lseek(fd: RawFd, off: i64, whence: i32) -> SysResult<i64> {
+    let r = unsafe { libc::lseek(fd, off, whence) };
+    if r < 0 { Err(last_errno()) } else { Ok(r) }
+}
+
+/// `ftruncate(fd, size)`.
+pub fn ftruncate(fd: RawFd, size: u64) -> SysResult<()> {
+    check(unsafe { libc::ftruncate(fd, size as i64) }).map(drop)
+}
+
+/// `fstatvfs(fd)`.
+pub fn fstatvfs(fd: BorrowedFd<'_>) -> SysResult<libc::statvfs> {
+    let mut st = MaybeUninit::<libc::statvfs>::uninit();
+    check(unsafe { libc::fstatvfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    Ok(unsafe { st.assume_init() })
+}
+
+/// One directory entry from [`getdents`].
+pub struct DirEnt {
+    /// Backing inode number.
+    pub ino: u64,
+    /// Opaque offset of the next entry (for `lseek`).
+    pub next_off: i64,
+    /// `DT_*` type.
+    pub kind: u8,
+    /// Name bytes.
+    pub name: Vec<u8>,
+}
+
+/// One `getdents64` call on `fd` into a 64 KiB buffer; empty at end of directory.
+pub fn getdents(fd: RawFd) -> SysResult<Vec<DirEnt>> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+    if n < 0 {
+        return Err(last_errno());
+    }
+    let n = n as usize;
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos + 19 <= n {
+        let ino = u64::from_ne_bytes(buf[pos..pos + 8].try_into().unwrap_or_default());
+        let off = i64::from_ne_bytes(buf[pos + 8..pos + 16].try_into().unwrap_or_default());
+        let reclen = u16::from_ne_bytes([buf[pos + 16], buf[pos + 17]]) as usize;
+        let kind = buf[pos + 18];
+        if reclen == 0 || pos + reclen > n {
+            break;
+        }
+        let name_area = &buf[pos + 19..pos + reclen];
+        let len = name_area.iter().position(|&b| b == 0).unwrap_or(name_area.len());
+        out.push(DirEnt { ino, next_off: off, kind, name: name_area[..len].to_vec() });
+        pos += reclen;
+    }
+    Ok(out)
+}
+
+/// Bytes an object occupies (`st_blocks * 512`), as du counts it.
+pub fn allocated(st: &libc::stat) -> u64 {
+    (st.st_blocks as u64) * 512
+}
+
+/// Raises RLIMIT_NOFILE to its hard limit (one `O_PATH` fd per inode the
+/// kernel holds, plus one per open handle).
+pub fn raise_nofile() {
+    let mut lim = MaybeUninit::<libc::rlimit>::uninit();
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) == 0 {
+            let mut lim = lim.assume_init();
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// xattr calls on the object behind an fd, through /proc/self/fd (works for
+/// `O_PATH` fds of files and directories).
+pub mod xattr {
+    use super::*;
+
+    fn c(name: &OsStr) -> SysResult<CString> {
+        CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)
+    }
+
+    /// `getxattr`; with an empty `buf` returns the size needed.
+    pub fn get(fd: RawFd, name: &OsStr, buf: &mut [u8]) -> SysResult<usize> {
+        let (p, n) = (proc_path(fd), c(name)?);
+        check_size(unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })
+    }
+
+    /// `setxattr`.
+    pub fn set(fd: RawFd, name: &OsStr, value: &[u8], flags: i32) -> SysResult<()> {
+        let (p, n) = (proc_path(fd), c(name)?);
+        check(unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) }).map(drop)
+    }
+
+    /// `listxattr`; with an empty `buf` returns the size needed.
+    pub fn list(fd: RawFd, buf: &mut [u8]) -> SysResult<usize> {
+        let p = proc_path(fd);
+        check_size(unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })
+    }
+
+    /// `removexattr`.
+    pub fn remove(fd: RawFd, name: &OsStr) -> SysResult<()> {
+        let (p, n) = (proc_path(fd), c(name)?);
+        check(unsafe { libc::removexattr(p.as_ptr(), n.as_ptr()) }).map(drop)
+    }
+}

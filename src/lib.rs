@@ -1,0 +1,12 @@
+//! boundfs: a FUSE passthrough of a backing directory with a hard byte budget.
+//! Least recently used block files are evicted; files with open handles never are.
+//! See README.md for usage and `fs` for the lock order.
+
+pub mod cache;
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod fs;
+pub mod fuse;
+pub mod notify;
+pub mod stats;

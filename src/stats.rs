@@ -1,0 +1,35 @@
+//! Counters of the daemon's work, all monotonic, read by the status xattr and
+//! logged at shutdown. Names are the metric names (units in the name).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Event counters (relaxed atomics: each is independent).
+#[derive(Default, Debug)]
+pub struct Stats {
+    /// Block files evicted.
+    pub evictions: AtomicU64,
+    /// Bytes freed by eviction.
+    pub evicted_bytes: AtomicU64,
+    /// Requests answered ENOSPC because nothing evictable could make room.
+    pub enospc: AtomicU64,
+    /// Eviction candidates skipped (renamed, relinked, vanished, could not unlink).
+    pub evict_skipped: AtomicU64,
+    /// Opens of block files (hits).
+    pub block_opens: AtomicU64,
+    /// Lookups that found no file (misses).
+    pub lookup_misses: AtomicU64,
+    /// mtime stamps written.
+    pub stamps: AtomicU64,
+}
+
+impl Stats {
+    /// Adds `n` to a counter.
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+
+    /// Reads a counter.
+    pub fn get(c: &AtomicU64) -> u64 {
+        c.load(Relaxed)
+    }
+}
