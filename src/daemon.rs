@@ -58,16 +58,24 @@ pub fn run(opts: &Options) -> Result<(), String> {
         Arc::new(Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval));
 
     let mut cfg = Config::default();
-    cfg.mount_options = vec![
-        MountOption::FSName(opts.backing.display().to_string()),
-        MountOption::Subtype("boundfs".into()),
-        MountOption::DefaultPermissions,
-    ];
     cfg.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     cfg.n_threads = Some(opts.threads);
     cfg.clone_fd = true;
-    let mut session = fuser::Session::new(BoundFs::new(core.clone()), &opts.mountpoint, &cfg)
-        .map_err(|e| format!("mount at {} failed: {e}", opts.mountpoint.display()))?;
+    let fs = BoundFs::new(core.clone());
+    let mut session = if unsafe { libc::geteuid() } == 0 {
+        // As root, mount(2) directly so the type reads fuse.boundfs in
+        // /proc/mounts, as mount(8) and fstab expect.
+        let fd = mount_kernel(opts).map_err(|e| format!("mount at {} failed: {e}", opts.mountpoint.display()))?;
+        fuser::Session::from_fd(fs, fd, cfg.acl, cfg)
+    } else {
+        cfg.mount_options = vec![
+            MountOption::FSName(opts.backing.display().to_string()),
+            MountOption::Subtype("boundfs".into()),
+            MountOption::DefaultPermissions,
+        ];
+        fuser::Session::new(fs, &opts.mountpoint, &cfg)
+    }
+    .map_err(|e| format!("mount at {} failed: {e}", opts.mountpoint.display()))?;
     core.inval.set_notifier(session.notifier());
     let mut unmounter = session.unmount_callable();
     log::info!(
@@ -119,12 +127,7 @@ pub fn run(opts: &Options) -> Result<(), String> {
     let result = match rx.recv() {
         Ok(Event::Signal(s)) => {
             log::info!("signal {s}: unmounting {}", opts.mountpoint.display());
-            if let Err(e) = unmounter.unmount() {
-                log::warn!("unmount failed ({e}); detaching lazily: the mount goes once it is no longer busy");
-                let m = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(opts.mountpoint.as_os_str()))
-                    .unwrap_or_default();
-                unsafe { libc::umount2(m.as_ptr(), libc::MNT_DETACH) };
-            }
+            unmount(opts, &mut unmounter);
             match rx.recv() {
                 Ok(Event::Unmounted(r)) => r,
                 _ => Ok(()),
@@ -145,4 +148,61 @@ pub fn run(opts: &Options) -> Result<(), String> {
     let _ = sig_thread.join();
     log::info!("unmounted; final status {}", core.stats_json());
     result.map_err(|e| format!("FUSE session ended with an error: {e}"))
+}
+
+fn cpath(p: &std::path::Path) -> Result<std::ffi::CString, std::io::Error> {
+    std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()))
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// mount(2) of type `fuse.boundfs` with BACKING as the source; returns the
+/// /dev/fuse fd to serve. Options follow the kernel's fuse mount parameters
+/// (Documentation/filesystems/fuse.rst): fd, rootmode, user_id, group_id.
+fn mount_kernel(opts: &Options) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let dev = unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if dev < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let dev = unsafe { OwnedFd::from_raw_fd(dev) };
+    let data = format!(
+        "fd={},rootmode=40000,user_id={},group_id={},default_permissions{}",
+        dev.as_raw_fd(),
+        unsafe { libc::geteuid() },
+        unsafe { libc::getegid() },
+        if opts.allow_other { ",allow_other" } else { "" }
+    );
+    let (src, target, data) = (cpath(&opts.backing)?, cpath(&opts.mountpoint)?, std::ffi::CString::new(data)?);
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            c"fuse.boundfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            data.as_ptr().cast(),
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(dev)
+}
+
+/// Unmounts; when busy, detaches lazily (the mount goes once no longer used).
+fn unmount(opts: &Options, unmounter: &mut fuser::SessionUnmounter) {
+    if unsafe { libc::geteuid() } != 0 {
+        if let Err(e) = unmounter.unmount() {
+            log::warn!("unmount of {} failed: {e}", opts.mountpoint.display());
+        }
+        return;
+    }
+    let Ok(m) = cpath(&opts.mountpoint) else { return };
+    if unsafe { libc::umount2(m.as_ptr(), 0) } != 0 {
+        let e = std::io::Error::last_os_error();
+        log::warn!(
+            "unmount of {} failed ({e}); detaching lazily: it goes once no longer busy",
+            opts.mountpoint.display()
+        );
+        unsafe { libc::umount2(m.as_ptr(), libc::MNT_DETACH) };
+    }
 }

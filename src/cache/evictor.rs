@@ -33,9 +33,11 @@ const INVAL_WAIT: Duration = Duration::from_millis(200);
 
 impl Core {
     /// Evicts least recently used blocks until `bytes` are freed or none is
-    /// left. Returns the bytes freed. Waits (bounded) until the kernel has
-    /// been told, so a stat right after says ENOENT.
-    pub fn evict(&self, bytes: u64) -> u64 {
+    /// left. Returns the bytes freed. With `wait`, waits (bounded) until the
+    /// kernel has been told, so a stat right after says ENOENT. Namespace
+    /// operations must not wait: their client holds a directory lock in the
+    /// kernel that the invalidation may need.
+    pub fn evict(&self, bytes: u64, wait: bool) -> u64 {
         let mut freed = 0;
         let mut ticket = None;
         while freed < bytes {
@@ -47,7 +49,7 @@ impl Core {
                 ticket = t.or(ticket);
             }
         }
-        if let Some(t) = ticket {
+        if let Some(t) = ticket.filter(|_| wait) {
             self.inval.wait(t, INVAL_WAIT);
         }
         freed
@@ -101,51 +103,58 @@ impl Core {
         };
         Stats::add(&self.stats.evictions, 1);
         Stats::add(&self.stats.evicted_bytes, freed);
-        let mut tickets = vec![(dkey, name.to_os_string())];
         drop(guard);
-        self.remove_empty_dirs(dir_rel, dkey, &mut tickets);
-        let mut last = None;
-        for (parent, name) in tickets {
-            if let Some(pino) = self.inodes.ino_of(&parent) {
-                last = Some(self.inval.push(pino, name));
-            }
-        }
+        self.empty_dirs.lock().push((dir_rel.to_path_buf(), 0));
+        let last = self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()));
         Some((freed, last))
     }
 
-    /// Removes `dir_rel` and its ancestors while they are empty, up to but not
-    /// including BACKING. Each rmdir holds the stripe of the directory it
-    /// removes, so a create in it through the mount is serialised with it.
-    fn remove_empty_dirs(
-        &self,
-        mut dir_rel: &Path,
-        mut dkey: FileKey,
-        tickets: &mut Vec<(FileKey, std::ffi::OsString)>,
-    ) {
+    /// Removes directories that eviction left empty, up to but not including
+    /// BACKING. A directory is removed only once the kernel has forgotten its
+    /// inode (no client has it as a cwd, an open directory or a resolved
+    /// parent of an operation in flight), checked under its parent's stripe,
+    /// which lookup also takes: so a client that just resolved it (say
+    /// between the `mkdir -p` of its parent and the create inside it) keeps
+    /// it. Until then the kernel is asked to drop its entry, and it is retried
+    /// on later passes (for a minute at most).
+    pub fn reap_empty_dirs(&self) {
+        let batch = std::mem::take(&mut *self.empty_dirs.lock());
+        let mut retry = Vec::new();
         let root = self.root();
-        while let (Some(name), Some(parent_rel)) = (dir_rel.file_name(), dir_rel.parent()) {
+        for (rel, tries) in batch {
+            let (Some(name), Some(parent_rel)) = (rel.file_name(), rel.parent()) else { continue };
             let Ok(parent) = sys::open_beneath(root.fd(), parent_rel, libc::O_PATH | libc::O_DIRECTORY) else {
-                return;
+                continue;
             };
-            let Ok(c) = CString::new(name.as_bytes()) else {
-                return;
-            };
-            let Ok(pst) = sys::fstat(parent.as_fd()) else {
-                return;
-            };
-            let _g = self.dirlocks.lock(&[dkey]);
-            match sys::fstatat(parent.as_fd(), &c) {
-                Ok(st) if key_of(&st) == dkey => {}
-                _ => return,
+            let (Ok(c), Ok(pst)) = (CString::new(name.as_bytes()), sys::fstat(parent.as_fd())) else { continue };
+            let pkey = key_of(&pst);
+            let g = self.dirlocks.lock(&[pkey]);
+            let Ok(st) = sys::fstatat(parent.as_fd(), &c) else { continue };
+            if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_nlink > 2 {
+                continue;
             }
-            if sys::unlinkat(parent.as_fd(), &c, libc::AT_REMOVEDIR).is_err() {
-                return;
+            let dkey = key_of(&st);
+            if self.inodes.ino_of(&dkey).is_some() {
+                drop(g);
+                if tries < 60 {
+                    if let Some(pino) = self.inodes.ino_of(&pkey) {
+                        self.inval.push(pino, name.to_os_string());
+                    }
+                    retry.push((rel.clone(), tries + 1));
+                }
+                continue;
             }
-            self.ledger.lock().remove(dkey);
-            tickets.push((key_of(&pst), name.to_os_string()));
-            dkey = key_of(&pst);
-            dir_rel = parent_rel;
+            if sys::unlinkat(parent.as_fd(), &c, libc::AT_REMOVEDIR).is_ok() {
+                self.ledger.lock().remove(dkey);
+                drop(g);
+                if !parent_rel.as_os_str().is_empty() {
+                    retry.push((parent_rel.to_path_buf(), 0));
+                }
+            }
         }
+        retry.sort();
+        retry.dedup_by(|a, b| a.0 == b.0);
+        self.empty_dirs.lock().extend(retry);
     }
 }
 
@@ -164,6 +173,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         if stop() {
             return;
         }
+        core.reap_empty_dirs();
         let committed = core.ledger.lock().committed();
         if !core.policy.should_wake(committed) {
             continue;
@@ -173,7 +183,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         let skipped0 = Stats::get(&core.stats.evict_skipped);
         loop {
             let excess = core.policy.excess(core.ledger.lock().committed());
-            if excess == 0 || core.evict(excess) == 0 || stop() {
+            if excess == 0 || core.evict(excess, true) == 0 || stop() {
                 break;
             }
         }

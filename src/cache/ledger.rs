@@ -204,6 +204,14 @@ impl Ledger {
         self.sync_lru(key);
     }
 
+    /// Forgets when `key` was last stamped, so its next touch stamps at once
+    /// (for files found by the start-up scan, whose mtime may be old).
+    pub fn mark_unstamped(&mut self, key: FileKey) {
+        if let Some(e) = self.entries.get_mut(&key) {
+            e.stamped_at = 0;
+        }
+    }
+
     /// Sets the allocated size of a known key (bytes); unknown keys are ignored.
     pub fn set_size(&mut self, key: FileKey, size: u64) {
         if let Some(e) = self.entries.get_mut(&key) {

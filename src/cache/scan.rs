@@ -98,6 +98,7 @@ pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanRepor
             report.blocks += u64::from(f.block);
         }
         ledger.upsert(f.key, f.size, f.block, Some(f.path), 0);
+        ledger.mark_unstamped(f.key);
     }
     report
 }

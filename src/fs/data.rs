@@ -99,12 +99,12 @@ impl Core {
     pub fn write(&self, fh: u64, off: u64, data: &[u8]) -> OpResult<u32> {
         let h = self.handle(fh)?;
         let st = sys::fstat(h.fd.as_fd())?;
-        let room = self.reserve(write_growth(&st, off, data.len() as u64))?;
+        let room = self.reserve(write_growth(&st, off, data.len() as u64), true)?;
         let mut n = sys::pwrite_full(h.fd.as_raw_fd(), data, off);
         // The backing filesystem itself is full (it may be smaller than
         // max_size, or shared): evict and retry before failing.
         for _ in 0..4 {
-            if n != Err(Errno::ENOSPC) || self.evict(data.len() as u64) == 0 {
+            if n != Err(Errno::ENOSPC) || self.evict(data.len() as u64, true) == 0 {
                 break;
             }
             n = sys::pwrite_full(h.fd.as_raw_fd(), data, off);
@@ -119,7 +119,7 @@ impl Core {
     pub fn fallocate(&self, fh: u64, off: u64, len: u64, mode: i32) -> OpResult<()> {
         let h = self.handle(fh)?;
         let grows = mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_COLLAPSE_RANGE) == 0;
-        let room = self.reserve(if grows { len.div_ceil(4096) * 4096 + 4096 } else { 0 })?;
+        let room = self.reserve(if grows { len.div_ceil(4096) * 4096 + 4096 } else { 0 }, true)?;
         let r = sys::fallocate(h.fd.as_raw_fd(), mode, off, len);
         let after = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
         room.commit(h.key, after);

@@ -6,7 +6,8 @@
 //! 1. directory stripes ([`dirlock::DirLocks`], ascending stripe index);
 //! 2. `Core::ledger` (bookkeeping only: never held across a syscall);
 //! 3. leaf locks, never held while taking another: the inode table, the
-//!    handle tables, the invalidation queue, the stamp queue, the evictor's wake flag.
+//!    handle tables, the invalidation queue, the stamp queue, the evictor's wake
+//!    flag, the empty-directory list.
 
 pub mod dirlock;
 pub mod inode;
@@ -85,6 +86,8 @@ pub struct Core {
     pub stamper: Stamper,
     /// Wakes the background evictor (flag: work pending or stop).
     pub evict_wake: (Mutex<bool>, Condvar),
+    /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
+    pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
     handles: RwLock<HashMap<u64, Arc<Handle>>>,
     dirs: RwLock<HashMap<u64, Arc<Mutex<DirStream>>>>,
     next_fh: AtomicU64,
@@ -116,6 +119,7 @@ impl Core {
             inval: Invalidator::default(),
             stamper: Stamper::default(),
             evict_wake: (Mutex::new(false), Condvar::new()),
+            empty_dirs: Mutex::new(Vec::new()),
             handles: RwLock::new(HashMap::new()),
             dirs: RwLock::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
@@ -185,8 +189,9 @@ impl Core {
     }
 
     /// Reserves `bytes` of budget for a change about to happen, evicting
-    /// inline when needed. Errors: ENOSPC when the evictable blocks can't make room.
-    pub fn reserve(&self, bytes: u64) -> OpResult<Reservation<'_>> {
+    /// inline when needed. `wait`: see [`Core::evict`]. Errors: ENOSPC when
+    /// the evictable blocks can't make room.
+    pub fn reserve(&self, bytes: u64, wait: bool) -> OpResult<Reservation<'_>> {
         if bytes == 0 {
             return Ok(Reservation { core: self, bytes: 0 });
         }
@@ -195,7 +200,7 @@ impl Core {
                 Ok(()) => return Ok(Reservation { core: self, bytes }),
                 Err(s) => s.0,
             };
-            if self.evict(short) == 0 {
+            if self.evict(short, wait) == 0 {
                 break;
             }
         }

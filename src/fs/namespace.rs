@@ -21,6 +21,9 @@ impl Core {
     pub fn lookup(&self, parent: INodeNo, name: &OsStr) -> OpResult<FileAttr> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
+        // The stripe orders this lookup with the removal of an emptied
+        // directory (see Core::reap_empty_dirs).
+        let _g = self.dirlocks.lock(&[p.key]);
         let fd = match sys::open_path(p.fd(), &c) {
             Ok(fd) => fd,
             Err(e) => {
@@ -47,7 +50,7 @@ impl Core {
     ) -> OpResult<(FileAttr, u64)> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
-        let room = self.reserve(ENTRY_RESERVE)?;
+        let room = self.reserve(ENTRY_RESERVE, false)?;
         let open_flags = super::data::backing_flags(flags) & !(libc::O_CREAT | libc::O_EXCL);
         let _g = self.dirlocks.lock(&[p.key]);
         let (fd, created) = match sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL, mode) {
@@ -93,7 +96,7 @@ impl Core {
     pub fn mkdir(&self, parent: INodeNo, name: &OsStr, mode: u32, who: Caller) -> OpResult<FileAttr> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
-        let _room = self.reserve(ENTRY_RESERVE)?;
+        let _room = self.reserve(ENTRY_RESERVE, false)?;
         let _g = self.dirlocks.lock(&[p.key]);
         sys::mkdirat(p.fd(), &c, mode)?;
         self.made(&p, name, who)
@@ -103,7 +106,7 @@ impl Core {
     pub fn mknod(&self, parent: INodeNo, name: &OsStr, mode: u32, rdev: u32, who: Caller) -> OpResult<FileAttr> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
-        let _room = self.reserve(ENTRY_RESERVE)?;
+        let _room = self.reserve(ENTRY_RESERVE, false)?;
         let _g = self.dirlocks.lock(&[p.key]);
         sys::mknodat(p.fd(), &c, mode, u64::from(rdev))?;
         self.made(&p, name, who)
@@ -113,7 +116,7 @@ impl Core {
     pub fn symlink(&self, parent: INodeNo, name: &OsStr, target: &Path, who: Caller) -> OpResult<FileAttr> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
-        let _room = self.reserve(ENTRY_RESERVE)?;
+        let _room = self.reserve(ENTRY_RESERVE, false)?;
         let _g = self.dirlocks.lock(&[p.key]);
         sys::symlinkat(target, p.fd(), &c)?;
         self.made(&p, name, who)
@@ -125,7 +128,7 @@ impl Core {
         let i = self.inode(ino)?;
         let np = self.inode(newparent)?;
         let c = sys::cname(newname)?;
-        let _room = self.reserve(ENTRY_RESERVE)?;
+        let _room = self.reserve(ENTRY_RESERVE, false)?;
         let _g = self.dirlocks.lock(&[np.key]);
         sys::link_fd(i.fd(), np.fd(), &c)?;
         let st = sys::fstat(i.fd())?;

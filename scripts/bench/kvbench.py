@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Workload drivers for scripts/bench.sh (Python 3 standard library only).
+
+Every timed command prints one JSON line on stdout:
+  {"op": ..., "ops": N, "bytes": B, "seconds": S, "errors": E}
+where `seconds` covers only the measured loop (no key generation, no setup).
+Failures are counted in `errors`; the first few are described on stderr.
+
+Block naming (vLLM filesystem tier layout): block i of seed S has
+h = sha256(f"{S}:{i}") and lives at ROOT/h[0:3]/h[3:5]/h.bin.
+
+Commands
+  store ROOT N      vLLM-style store: exists? ; makedirs ; open(<dest>_<rand>.tmp,
+                    O_CREAT|O_EXCL|O_WRONLY|O_TRUNC|O_DIRECT) ; one write() from a
+                    page-aligned mmap buffer ; close ; rename to dest. No fsync.
+  load ROOT N       open(O_RDONLY[|O_DIRECT]) ; one readv() of the whole block into
+                    an aligned buffer ; close. A short read counts as an error.
+  mkfiles ROOT N    N empty block files in the hashed layout (--layout vllm|h3).
+  probe ROOT N      access(F_OK) on N existing block paths and N missing ones
+                    (same leaf directory, other name), interleaved and shuffled.
+  mkflat DIR N      N empty files in one flat directory.
+  readdir DIR       os.scandir full listing (names + d_type, no stat).
+  path ROOT I       prints the path of block I.   stats MNT   boundfs status JSON.
+  metric FILE EXPR  evaluates EXPR over the last JSON line of FILE.
+"""
+
+import argparse
+import hashlib
+import json
+import mmap
+import os
+import random
+import secrets
+import stat
+import sys
+import threading
+import time
+
+PAGE = 4096
+O_DIRECT = getattr(os, "O_DIRECT", 0)
+MAX_ERR_LINES = 5
+
+
+def parse_size(text):
+    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().rstrip("b").rstrip("i")
+    suffix = t[-1] if t and t[-1] in units else ""
+    n = int(t[: len(t) - len(suffix)]) * units[suffix]
+    if n <= 0:
+        raise argparse.ArgumentTypeError("size must be > 0")
+    return n
+
+
+def block_hash(seed, i):
+    return hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()
+
+
+def block_path(root, h, layout="vllm"):
+    """vllm: ROOT/h[0:3]/h[3:5]/h.bin (up to 4096 x 256 leaf directories);
+    h3: ROOT/h[0:3]/h.bin (4096 directories, for large many-file trees)."""
+    if layout == "h3":
+        return os.path.join(root, h[0:3], h + ".bin")
+    return os.path.join(root, h[0:3], h[3:5], h + ".bin")
+
+
+class Errors:
+    def __init__(self):
+        self.n = 0
+        self.lock = threading.Lock()
+
+    def add(self, what):
+        with self.lock:
+            self.n += 1
+            if self.n <= MAX_ERR_LINES:
+                print(f"kvbench: {what}", file=sys.stderr)
+
+
+def aligned_buffer(size, fill):
+    """A page-aligned anonymous mapping of `size` bytes, filled with `fill`."""
+    buf = mmap.mmap(-1, size)
+    if fill:
+        reps = (size + len(fill) - 1) // len(fill)
+        buf[:] = (fill * reps)[:size]
+    return buf
+
+
+def run_threads(n_threads, items, work):
+    """Splits `items` round-robin over n_threads threads, each calling
+    work(thread_index, item_list); returns wall seconds of the whole run."""
+    shares = [items[t::n_threads] for t in range(n_threads)]
+    start = threading.Barrier(n_threads + 1)
+    threads = []
+    for t in range(n_threads):
+        def body(t=t):
+            start.wait()
+            work(t, shares[t])
+        th = threading.Thread(target=body, daemon=True)
+        th.start()
+        threads.append(th)
+    start.wait()
+    t0 = time.perf_counter()
+    for th in threads:
+        th.join()
+    return time.perf_counter() - t0
+
+
+def emit(op, ops, nbytes, seconds, errors, **extra):
+    d = {"op": op, "ops": ops, "bytes": nbytes, "seconds": round(seconds, 6), "errors": errors}
+    d.update(extra)
+    print(json.dumps(d), flush=True)
+
+
+# ---------------------------------------------------------------- store / load
+
+def cmd_store(a):
+    hashes = [block_hash(a.seed, i) for i in range(a.n)]
+    fill = hashlib.sha256(a.seed.encode()).digest() * 128  # 4 KiB pattern
+    bufs = [aligned_buffer(a.size, fill) for _ in range(a.threads)]
+    err = Errors()
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | (0 if a.buffered else O_DIRECT)
+
+    def work(t, hs):
+        buf = bufs[t]
+        for h in hs:
+            dest = block_path(a.root, h)
+            try:
+                if os.path.exists(dest):
+                    continue
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                tmp = f"{dest}_{secrets.token_hex(8)}.tmp"
+                fd = os.open(tmp, flags, 0o644)
+                try:
+                    n = os.write(fd, buf)
+                finally:
+                    os.close(fd)
+                if n != a.size:
+                    err.add(f"short write {n}/{a.size}: {tmp}")
+                os.rename(tmp, dest)
+            except OSError as e:
+                err.add(f"store {dest}: {e}")
+
+    secs = run_threads(a.threads, hashes, work)
+    emit("store", a.n, a.n * a.size, secs, err.n)
+
+
+def cmd_load(a):
+    paths = [block_path(a.root, block_hash(a.seed, i)) for i in range(a.n)]
+    bufs = [aligned_buffer(a.size, b"") for _ in range(a.threads)]
+    err = Errors()
+    flags = os.O_RDONLY | (O_DIRECT if a.direct else 0)
+    total = [0] * a.threads
+
+    def work(t, ps):
+        buf = bufs[t]
+        got = 0
+        for p in ps:
+            try:
+                fd = os.open(p, flags)
+                try:
+                    n = os.readv(fd, [buf])
+                finally:
+                    os.close(fd)
+                if n != a.size:
+                    err.add(f"short read {n}/{a.size}: {p}")
+                got += n
+            except OSError as e:
+                err.add(f"load {p}: {e}")
+        total[t] = got
+
+    secs = run_threads(a.threads, paths, work)
+    emit("load_direct" if a.direct else "load", a.n, sum(total), secs, err.n)
+
+
+# ---------------------------------------------------------------- metadata
+
+def cmd_mkfiles(a):
+    # mknod(S_IFREG) makes the same empty regular file as open(O_CREAT)+close,
+    # and is several times cheaper on some ext4 setups (setup only, untimed).
+    paths = [block_path(a.root, block_hash(a.seed, i), a.layout) for i in range(a.n)]
+    dirs = sorted({os.path.dirname(p) for p in paths})
+    t0 = time.perf_counter()
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+    mode = 0o644 | stat.S_IFREG
+    for p in paths:
+        os.mknod(p, mode)
+    emit("mkfiles", a.n, 0, time.perf_counter() - t0, 0, dirs=len(dirs))
+
+
+def cmd_path(a):
+    print(block_path(a.root, block_hash(a.seed, a.n), a.layout))
+
+
+def cmd_stats(a):
+    """The boundfs status xattr of a mountpoint, as one JSON line."""
+    print(os.getxattr(a.mnt, "user.boundfs.stats").decode().strip())
+
+
+def cmd_metric(a):
+    """Evaluates EXPR over the last JSON line of FILE (fields as names)."""
+    with open(a.file) as f:
+        lines = [l for l in f.read().splitlines() if l.startswith("{")]
+    d = json.loads(lines[-1])
+    v = eval(a.expr, {"__builtins__": {}}, d)  # our own expressions only
+    print(f"{v:.6g}" if isinstance(v, float) else v)
+
+
+def cmd_probe(a):
+    hashes = [block_hash(a.seed, i) for i in range(a.n)]
+    paths = []
+    for h in hashes:
+        paths.append((block_path(a.root, h), True))
+        # same leaf directory, a name that was never stored
+        miss = h[:5] + hashlib.sha256(("miss:" + h).encode()).hexdigest()[5:]
+        paths.append((block_path(a.root, miss), False))
+    random.Random(a.seed).shuffle(paths)
+    err = Errors()
+    access, F_OK = os.access, os.F_OK
+    t0 = time.perf_counter()
+    answers = [access(p, F_OK) for p, _ in paths]
+    secs = time.perf_counter() - t0
+    for (p, want), got in zip(paths, answers):
+        if got != want:
+            err.add(f"access({p}) = {got}, expected {want}")
+    emit("probe", len(paths), 0, secs, err.n, hits=sum(answers))
+
+
+def cmd_mkflat(a):
+    os.makedirs(a.dir, exist_ok=True)
+    mode = 0o644 | stat.S_IFREG
+    t0 = time.perf_counter()
+    for i in range(a.n):
+        os.mknod(os.path.join(a.dir, f"{block_hash('flat', i)}.bin"), mode)
+    emit("mkflat", a.n, 0, time.perf_counter() - t0, 0)
+
+
+def cmd_readdir(a):
+    t0 = time.perf_counter()
+    n = files = 0
+    with os.scandir(a.dir) as it:
+        for e in it:
+            n += 1
+            files += e.is_file(follow_symlinks=False)  # d_type, no stat
+    secs = time.perf_counter() - t0
+    errors = 0 if a.expect is None or n == a.expect else 1
+    if errors:
+        print(f"kvbench: readdir saw {n} entries, expected {a.expect}", file=sys.stderr)
+    emit("readdir", n, 0, secs, errors, files=files)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def blocks_cmd(name, fn):
+        s = sub.add_parser(name)
+        s.add_argument("root")
+        s.add_argument("n", type=int)
+        s.add_argument("--seed", default="bench")
+        s.add_argument("--size", type=parse_size, default=2 << 20)
+        s.add_argument("--threads", type=int, default=4)
+        s.set_defaults(fn=fn)
+        return s
+
+    blocks_cmd("store", cmd_store).add_argument("--buffered", action="store_true", help="no O_DIRECT")
+    blocks_cmd("load", cmd_load).add_argument("--direct", action="store_true", help="O_DIRECT")
+    blocks_cmd("mkfiles", cmd_mkfiles).add_argument("--layout", choices=["vllm", "h3"], default="vllm")
+    blocks_cmd("path", cmd_path).add_argument("--layout", choices=["vllm", "h3"], default="vllm")
+    s = sub.add_parser("stats")
+    s.add_argument("mnt")
+    s.set_defaults(fn=cmd_stats)
+    s = sub.add_parser("metric")
+    s.add_argument("file")
+    s.add_argument("expr")
+    s.set_defaults(fn=cmd_metric)
+    blocks_cmd("probe", cmd_probe)
+    s = sub.add_parser("mkflat")
+    s.add_argument("dir")
+    s.add_argument("n", type=int)
+    s.set_defaults(fn=cmd_mkflat)
+    s = sub.add_parser("readdir")
+    s.add_argument("dir")
+    s.add_argument("--expect", type=int)
+    s.set_defaults(fn=cmd_readdir)
+    a = p.parse_args()
+    if a.cmd in ("store", "load") and a.size % PAGE:
+        p.error("--size must be a multiple of 4096 (O_DIRECT)")
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()

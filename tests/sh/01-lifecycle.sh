@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Lifecycle: mounts as fuse.boundfs with -o options or long flags; umount,
+# SIGTERM and SIGINT all unmount and make the daemon exit 0; a killed daemon
+# makes the mount fail fast with ENOTCONN instead of hanging.
+. "$(dirname "$0")/lib.sh"
+
+bfs_mount max_size=64M,high_watermark=0.95,low_watermark=0.90,pattern=*.bin,stamp_interval=60s,threads=2
+t=$(bfs_fstype "$MNT")
+[ "$t" = fuse.boundfs ] || fail_later "fstype in /proc/self/mountinfo is '$t', expected 'fuse.boundfs'"
+echo hi > "$MNT/f" && assert_eq hi "$(cat "$BACKING/f")" "write through mount"
+bfs_unmount
+log "umount -> exit 0"
+
+bfs_mount max_size=64M
+kill -TERM "$BFS_DPID"
+bfs_expect_exit 0 "after SIGTERM"
+log "SIGTERM -> unmounted, exit 0"
+
+bfs_mount max_size=64M
+kill -INT "$BFS_DPID"
+bfs_expect_exit 0 "after SIGINT"
+log "SIGINT -> unmounted, exit 0"
+
+# long flags
+bfs_start --max-size 32M --high-watermark 0.8 --low-watermark 0.7 --pattern '*.kv' --stamp-interval 5s "$BACKING" "$MNT"
+assert_eq $((32 * MiB)) "$(stats_field max_size)" "max_size from --max-size"
+assert_eq 0.8 "$($PY -c "print(float('$(stats_field high_watermark)'))")" "--high-watermark"
+assert_eq 0.7 "$($PY -c "print(float('$(stats_field low_watermark)'))")" "--low-watermark"
+bfs_unmount
+bfs_start -f "$BACKING" "$MNT" --max-size 16M
+assert_eq $((16 * MiB)) "$(stats_field max_size)" "max_size with -f and a trailing flag"
+bfs_unmount
+log "long flags accepted"
+
+# size suffixes
+for s in "1G:1073741824" "512MiB:536870912" "100M:104857600"; do
+    bfs_mount "max_size=${s%%:*}"
+    assert_eq "${s##*:}" "$(stats_field max_size)" "max_size=${s%%:*}"
+    bfs_unmount
+done
+
+# a dead daemon must not hang clients
+bfs_mount max_size=64M
+kill -KILL "$BFS_DPID"; wait "$BFS_DPID" 2>/dev/null; BFS_DPID=""
+got=$(timeout 10 $OP stat "$MNT/f"); rc=$?
+[ "$rc" -ne 124 ] || fail "stat on the mount of a killed daemon hung"
+assert_eq ENOTCONN "${got%% *}" "stat on the mount of a killed daemon"
+umount -l "$MNT"
+bfs_done

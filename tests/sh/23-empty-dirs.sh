@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Empty parent directories left by eviction are removed (up to, never
+# including, BACKING); directories that still hold something stay; the
+# mount does not show the removed directories and they can be re-created.
+. "$(dirname "$0")/lib.sh"
+
+MAX=$((24 * MiB))
+m=0
+for p in old/aa/bb/1 old/aa/bb/2 old/aa/cc/3 mixed/dd/4 mixed/ee/5 top6; do
+    mkblock_old "$BACKING/$p.bin" 2M $m; m=$((m + 1))
+done
+printf keep > "$BACKING/mixed/dd/keep.txt"
+touch -d "$(old_mtime 0)" "$BACKING/mixed/dd/keep.txt"
+
+bfs_mount max_size=24M
+res=$(kv_store "$MNT/new" 24 dirs) || fail "writer crashed"   # 48 MiB = 2 x max
+assert_eq 0 "$(json_get "$res" errors)" "store errors ($res)"
+poll_until 10 "usage <= high watermark" usage_at_most $((MAX * 95 / 100))
+
+for p in old/aa/bb/1 old/aa/bb/2 old/aa/cc/3 mixed/dd/4 mixed/ee/5 top6; do
+    assert_missing "$BACKING/$p.bin" "oldest blocks evicted"
+done
+# the sweep unlinks first (usage drops) and removes parents right after:
+# wait (bounded) for the directories to go
+no_empty_dirs() { [ -z "$(find "$BACKING" -mindepth 1 -type d -empty)" ] && [ ! -e "$BACKING/old" ]; }
+if ! poll_until_ok 5 no_empty_dirs; then
+    fail "empty directories left after eviction (5 s later): $(find "$BACKING" -mindepth 1 -type d -empty | head -n 5 | tr '\n' ' ')"
+fi
+# Emptied directories go once the kernel has forgotten their inodes (so no
+# client that just resolved one loses it): promptly, not necessarily at once.
+no_empty_dirs() { [ -z "$(find "$BACKING" -mindepth 1 -type d -empty)" ]; }
+poll_until 10 "directories emptied by eviction removed" no_empty_dirs
+assert_missing "$BACKING/old" "directory tree emptied by eviction should be removed"
+assert_missing "$BACKING/mixed/ee" "emptied directory should be removed"
+assert_exists "$BACKING/mixed/dd/keep.txt" "directory with a non-block file must stay"
+[ -d "$BACKING" ] || fail "BACKING itself was removed"
+
+assert_errno ENOENT stat "$MNT/old"
+assert_errno ENOENT stat "$MNT/mixed/ee"
+assert_eq "dd" "$(ls "$MNT/mixed")" "mount listing of mixed/"
+# re-creating a removed directory path works (no stale directory inode)
+mkdir -p "$MNT/old/aa/bb" || fail "mkdir -p of a removed path"
+mkblock "$MNT/old/aa/bb/again.bin" 2M
+checkblock "$BACKING/old/aa/bb/again.bin" 2M >/dev/null || fail "block in re-created dir"
+
+# evicting everything leaves BACKING (and the mount) in place
+bfs_unmount
+rm -rf "${BACKING:?}"/*
+mkblock_old "$BACKING/only/x/a.bin" 2M 0
+bfs_mount max_size=4M
+assert_errno OK writefile "$MNT/filler.txt" 3M
+poll_until 10 "empty dirs removed after evicting the last block" test ! -e "$BACKING/only"
+[ -d "$BACKING" ] || fail "BACKING removed"
+ls "$MNT" >/dev/null || fail "mount root unusable"
+bfs_unmount
+log PASS

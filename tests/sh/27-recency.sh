@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Recency: of ten old blocks (pre-set mtimes, r0 oldest), r0 is read,
+# r1 is looked up (stat), r2 is opened and closed; new blocks then push
+# usage over the budget.  The oldest *untouched* blocks go, in age order,
+# and the three touched ones (and the new ones) survive.
+. "$(dirname "$0")/lib.sh"
+
+MAX=$((24 * MiB))
+for i in $(seq 0 9); do mkblock_old "$BACKING/r/r$i.bin" 2M "$i"; done
+bfs_mount max_size=24M
+
+checkblock "$MNT/r/r0.bin" 2M >/dev/null || fail "read r0"      # open + read
+assert_errno OK stat "$MNT/r/r1.bin"                              # lookup
+assert_errno OK open "$MNT/r/r2.bin" r                            # open only
+for i in 0 1 2; do mkblock "$MNT/r/new$i.bin" 2M; done            # 26 MiB > 24 MiB
+poll_until 10 "usage <= high watermark" usage_at_most $((MAX * 95 / 100))
+
+pattern=""
+for i in $(seq 3 9); do if [ -e "$BACKING/r/r$i.bin" ]; then pattern+="K"; else pattern+="E"; fi; done
+log "untouched r3..r9 (E evicted, K kept): $pattern"
+[[ $pattern =~ ^E+K*$ ]] || fail "untouched blocks not evicted oldest first: $pattern"
+assert_exists "$BACKING/r/r0.bin" "r0 was read recently but evicted"
+assert_exists "$BACKING/r/r1.bin" "r1 was looked up recently but evicted"
+assert_exists "$BACKING/r/r2.bin" "r2 was opened recently but evicted"
+for i in 0 1 2; do assert_exists "$BACKING/r/new$i.bin" "newly created block evicted before old ones"; done
+assert_eq "${#pattern}" 7
+evicted=${pattern//K/}
+assert_eq "${#evicted}" "$(stats_field evictions)" "stats evictions vs blocks gone"
+bfs_unmount
+log PASS

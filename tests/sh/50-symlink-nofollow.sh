@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The daemon never follows a symlink inside BACKING on a client's behalf:
+# symlinks show as symlinks; chown -h/touch -h/xattr/rename/unlink act on the
+# link, not its target; a directory swapped for a symlink underneath the
+# mount does not redirect creates; symlinks named like blocks or pointing at
+# block directories outside BACKING are neither counted nor evicted through.
+. "$(dirname "$0")/lib.sh"
+
+OUT="$BFS_TMP/outside"
+mkdir -p "$OUT/dir" "$OUT/blocks"
+printf secret > "$OUT/secret.txt"
+touch -d "$(old_mtime 5)" "$OUT/secret.txt"
+for i in 0 1 2 3 4 5 6 7; do mkblock_old "$OUT/blocks/o$i.bin" 2M 0; done
+ln -s "$OUT/secret.txt" "$BACKING/abs-link"
+ln -s ../outside/secret.txt "$BACKING/rel-link"
+ln -s "$OUT/blocks" "$BACKING/blockdir-link"
+ln -s "$OUT/blocks/o0.bin" "$BACKING/evil.bin"
+mkdir -p "$BACKING/d"
+# the mount point sits one level deeper than BACKING, so a relative link
+# "../outside/dir" leads outside only when resolved inside BACKING (by the
+# daemon); resolved by a client from the mount it leads nowhere.
+MNT="$BFS_TMP/deep/mnt"; mkdir -p "$MNT"
+snapshot_outside() { (cd "$OUT" && find . -printf '%p %y %s %m %U %G %T@\n' | sort; md5sum secret.txt blocks/*.bin); }
+before=$(snapshot_outside)
+bfs_mount max_size=16M
+
+assert_eq "symlink" "$($OP lstat "$MNT/abs-link" | cut -d' ' -f2)" "abs-link type through the mount"
+assert_eq "$OUT/secret.txt" "$(readlink "$MNT/abs-link")" "readlink abs-link"
+assert_eq "../outside/secret.txt" "$(readlink "$MNT/rel-link")" "readlink rel-link"
+assert_eq "symlink" "$($OP lstat "$MNT/evil.bin" | cut -d' ' -f2)" "evil.bin shown as symlink"
+assert_eq "symlink" "$($OP lstat "$MNT/blockdir-link" | cut -d' ' -f2)" "blockdir-link shown as symlink"
+assert_errno ELOOP open "$MNT/abs-link" r,nofollow
+# operations on the link itself must not reach the target
+chown -h 777:777 "$MNT/abs-link" || fail "chown -h through mount"
+assert_eq "777:777" "$(stat -c %u:%g "$BACKING/abs-link")" "chown -h changed the link in backing"
+touch -h -d '2003-03-03 03:03:03' "$MNT/abs-link" || fail "touch -h through mount"
+assert_eq "$(date -d '2003-03-03 03:03:03' +%s)" "$(stat -c %Y "$BACKING/abs-link")" "touch -h changed the link"
+assert_errno EPERM lsetxattr "$MNT/abs-link" user.x v
+mv "$MNT/rel-link" "$MNT/d/rel-moved" || fail "rename a symlink"
+assert_eq "../outside/secret.txt" "$(readlink "$BACKING/d/rel-moved")" "renamed link keeps its target"
+rm "$MNT/d/rel-moved" || fail "unlink a symlink"
+ln -s "$OUT/secret.txt" "$MNT/made-link" || fail "symlink through mount"
+ln "$MNT/abs-link" "$MNT/hard-to-link" || fail "hard link of a symlink"
+assert_eq symlink "$(stat -c %F "$BACKING/hard-to-link" | sed 's/symbolic link/symlink/')" "hard link of a symlink is a symlink"
+
+# swap a directory the kernel knows for a symlink, then create through it
+ls "$MNT/d" >/dev/null; assert_errno OK stat "$MNT/d"
+mv "$BACKING/d" "$BACKING/d.moved"
+ln -s ../outside/dir "$BACKING/d"
+$OP writefile "$MNT/d/planted.txt" 1K >/dev/null
+$OP mkdir "$MNT/d/planted-dir" >/dev/null
+$OP setxattr "$MNT/d" user.planted v >/dev/null
+$OP chmod "$MNT/d" 700 >/dev/null
+assert_missing "$OUT/dir/planted.txt" "daemon followed a swapped-in symlink to create a file outside BACKING"
+assert_missing "$OUT/dir/planted-dir" "daemon followed a swapped-in symlink to mkdir outside BACKING"
+assert_eq "" "$(getfattr --absolute-names -d "$OUT/dir" 2>/dev/null)" "xattr set on the symlink target outside BACKING"
+assert_eq 755 "$(stat -c %a "$OUT/dir")" "chmod reached the directory outside BACKING"
+
+# overfill: nothing outside BACKING is counted, evicted or stamped
+res=$(kv_store "$MNT/kv" 24 sym) || fail "writer crashed"
+assert_eq 0 "$(json_get "$res" errors)" "store errors ($res)"
+assert_le "$(du_backing)" $((17 * MiB)) "du"
+after=$(snapshot_outside)
+if [ "$before" != "$after" ]; then
+    diff <(echo "$before") <(echo "$after")
+    fail "files outside BACKING changed (followed a symlink)"
+fi
+[ -L "$BACKING/evil.bin" ] || fail "symlink evil.bin (not a regular file, so not a block) was removed"
+[ -L "$BACKING/blockdir-link" ] || fail "symlink blockdir-link was removed"
+bfs_unmount
+log PASS

@@ -1,0 +1,329 @@
+# shellcheck shell=bash
+# Shared fixture library for the boundfs shell scenarios.
+#
+# Each scenario script sources this file, which:
+#   * checks the preconditions (root, /dev/fuse) and exits 77 with a reason if
+#     the scenario cannot run here;
+#   * creates a fresh temporary tree: $BFS_TMP/{backing,mnt}, exported as
+#     $BACKING and $MNT;
+#   * installs an EXIT trap that always unmounts (lazily if need be), kills the
+#     daemon and any registered helper processes, and removes the tree.
+#
+# Exit codes of a scenario: 0 pass, 1 fail, 77 skipped.
+
+set -u
+set -o pipefail
+
+BFS_SH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BFS_REPO=$(cd "$BFS_SH_DIR/../.." && pwd)
+BFS_HELPERS="$BFS_SH_DIR/helpers"
+BOUNDFS=${BOUNDFS:-$BFS_REPO/target/release/boundfs}
+case "$BOUNDFS" in /*) ;; *) BOUNDFS="$BFS_REPO/$BOUNDFS" ;; esac
+PY=${PYTHON:-python3}
+OP="$PY $BFS_HELPERS/op.py"
+BLOCKS="$PY $BFS_HELPERS/blocks.py"
+
+BFS_NAME=$(basename "$0" .sh)
+BFS_DPID=""          # pid of the running daemon (if any)
+BFS_LOG=""           # stderr log of the current daemon
+BFS_BG_PIDS=()       # helper processes to kill on exit
+BFS_MOUNT_OPTS=""    # options of the last bfs_mount
+BFS_MOUNTS=0         # how many daemons this test started (log numbering)
+
+MiB=$((1024 * 1024))
+
+log()  { printf '[%s] %s\n' "$BFS_NAME" "$*"; }
+fail() {
+    printf '[%s] FAIL: %s\n' "$BFS_NAME" "$*" >&2
+    bfs_dump_log >&2
+    exit 1
+}
+# check_later: record a failure but carry on, so one contract break does not
+# hide the results of the rest of the scenario; bfs_done fails if any.
+BFS_LATER=()
+fail_later() { printf '[%s] FAIL (continuing): %s\n' "$BFS_NAME" "$*" >&2; BFS_LATER+=("$*"); }
+bfs_done() {
+    [ "${#BFS_LATER[@]}" -eq 0 ] || fail "${#BFS_LATER[@]} deferred failure(s): ${BFS_LATER[*]}"
+    log PASS
+}
+skip() { printf '[%s] SKIP: %s\n' "$BFS_NAME" "$*"; exit 77; }
+
+bfs_dump_log() {
+    if [ -n "$BFS_LOG" ] && [ -s "$BFS_LOG" ]; then
+        echo "---- daemon stderr (last 30 lines of $BFS_LOG) ----"
+        tail -n 30 "$BFS_LOG"
+        echo "----"
+    fi
+}
+
+# ---------------------------------------------------------------- preconditions
+bfs_require_env() {
+    [ "$(id -u)" -eq 0 ] || skip "needs root (FUSE mount without fusermount)"
+    [ -c /dev/fuse ] || skip "/dev/fuse is absent"
+    command -v "$PY" >/dev/null || fail "python3 not found"
+    [ -x "$BOUNDFS" ] || fail "daemon binary $BOUNDFS missing (run cargo build --release)"
+}
+
+# ---------------------------------------------------------------- temp tree
+bfs_setup() {
+    BFS_TMP=$(mktemp -d "${TMPDIR:-/tmp}/boundfs-$BFS_NAME.XXXXXX") || fail "mktemp"
+    BACKING="$BFS_TMP/backing"
+    MNT="$BFS_TMP/mnt"
+    mkdir -p "$BACKING" "$MNT"
+    export BFS_TMP BACKING MNT
+    trap bfs_cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+bfs_cleanup() {
+    local rc=$?
+    set +e
+    local p
+    for p in "${BFS_BG_PIDS[@]}"; do
+        kill -KILL "$p" 2>/dev/null
+    done
+    if bfs_is_mounted "$MNT"; then
+        umount -l "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null
+    fi
+    if [ -n "$BFS_DPID" ] && kill -0 "$BFS_DPID" 2>/dev/null; then
+        kill -TERM "$BFS_DPID" 2>/dev/null
+        bfs_wait_exit "$BFS_DPID" 5 || kill -KILL "$BFS_DPID" 2>/dev/null
+        wait "$BFS_DPID" 2>/dev/null
+    fi
+    # any mount left below our tree (e.g. a ro bind mount) goes too
+    local m
+    for m in $(awk -v t="$BFS_TMP/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo 2>/dev/null | sort -r); do
+        umount -l "$m" 2>/dev/null
+    done
+    if [ -n "${BFS_KEEP:-}" ] || { [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "${BFS_KEEP_ON_FAIL:-}" ]; }; then
+        echo "[$BFS_NAME] kept $BFS_TMP" >&2
+    elif [ -n "${BFS_TMP:-}" ] && [ -d "$BFS_TMP" ]; then
+        rm -rf --one-file-system "$BFS_TMP"
+    fi
+    exit "$rc"
+}
+
+# register a background helper so the EXIT trap kills it
+bfs_bg() { BFS_BG_PIDS+=("$1"); }
+
+# ---------------------------------------------------------------- mount state
+# bfs_is_mounted DIR [FSTYPE]: is DIR a mount point (of FSTYPE if given;
+# FSTYPE "fuse" matches fuse and fuse.*)
+bfs_is_mounted() {
+    local dir=$1 want=${2:-}
+    awk -v d="$dir" -v want="$want" '
+        { for (i = 7; i <= NF; i++) if ($i == "-") break
+          t = $(i + 1)
+          if ($5 == d && (want == "" || t == want || (want == "fuse" && t ~ /^fuse(\.|$)/))) found = 1 }
+        END { exit found ? 0 : 1 }' /proc/self/mountinfo
+}
+
+# fstype of the mount at DIR
+bfs_fstype() {
+    awk -v d="$1" '{ for (i = 7; i <= NF; i++) if ($i == "-") break
+                     if ($5 == d) t = $(i + 1) }
+                   END { print t }' /proc/self/mountinfo
+}
+
+# number of FUSE mounts (fuse, fuse.*) inside this test's temp tree (other
+# processes on the machine may mount and unmount FUSE file systems meanwhile)
+bfs_count_mounts() {
+    awk -v t="$BFS_TMP/" '{ for (i = 7; i <= NF; i++) if ($i == "-") break
+           if ($(i + 1) ~ /^fuse(\.|$)/ && index($5, t) == 1) n++ }
+         END { print n + 0 }' /proc/self/mountinfo
+}
+
+# bfs_process_done PID: true once PID has exited (gone or zombie)
+bfs_process_done() {
+    local st
+    [ -r "/proc/$1/stat" ] || return 0
+    st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+    [ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
+}
+
+# bfs_wait_exit PID SECONDS: wait (bounded) for our child PID to exit and
+# reap it; its exit status is left in $BFS_RC.  Returns 1 on timeout.
+# (Must not run in a $(...) subshell: only the parent shell can reap.)
+BFS_RC=""
+bfs_wait_exit() {
+    local pid=$1 secs=$2
+    local deadline=$((SECONDS + secs))
+    BFS_RC=""
+    while ! bfs_process_done "$pid"; do
+        [ "$SECONDS" -lt "$deadline" ] || return 1
+        sleep 0.02
+    done
+    wait "$pid" 2>/dev/null
+    BFS_RC=$?
+}
+
+# ---------------------------------------------------------------- daemon
+# bfs_mount OPTS [EXTRA ARGS...]: start the daemon in the background with
+# `-o OPTS` (OPTS may be empty to pass no -o), wait until it is mounted.
+bfs_mount() {
+    local opts=$1; shift
+    local args=(-f "$BACKING" "$MNT")
+    [ -n "$opts" ] && args+=(-o "$opts")
+    args+=("$@")
+    bfs_start "${args[@]}"
+}
+
+# bfs_start ARGS...: start the daemon with exactly these args, wait for mount.
+bfs_start() {
+    [ -z "$BFS_DPID" ] || fail "bfs_start: a daemon is already running ($BFS_DPID)"
+    BFS_MOUNTS=$((BFS_MOUNTS + 1))
+    BFS_LOG="$BFS_TMP/daemon.$BFS_MOUNTS.log"
+    BFS_MOUNT_OPTS="$*"
+    RUST_BACKTRACE=1 "$BOUNDFS" "$@" 2>"$BFS_LOG" </dev/null >>"$BFS_LOG" &
+    BFS_DPID=$!
+    local deadline=$((SECONDS + ${BFS_MOUNT_TIMEOUT:-10}))
+    until bfs_is_mounted "$MNT" fuse; do
+        if bfs_process_done "$BFS_DPID"; then
+            local rc
+            wait "$BFS_DPID"; rc=$?
+            BFS_DPID=""
+            fail "daemon exited with $rc before mounting ($BOUNDFS $*)"
+        fi
+        [ "$SECONDS" -lt "$deadline" ] || fail "not mounted within ${BFS_MOUNT_TIMEOUT:-10}s ($BOUNDFS $*)"
+        sleep 0.02
+    done
+}
+
+# bfs_unmount: umount the mount point, assert the daemon exits 0 (bounded).
+bfs_unmount() {
+    [ -n "$BFS_DPID" ] || fail "bfs_unmount: no daemon running"
+    umount "$MNT" || fail "umount $MNT failed"
+    bfs_expect_exit 0 "after umount"
+}
+
+# bfs_expect_exit RC WHY: wait for the daemon to exit with RC, not mounted.
+bfs_expect_exit() {
+    local want=$1 why=$2 rc
+    bfs_wait_exit "$BFS_DPID" "${BFS_EXIT_TIMEOUT:-10}" ||
+        fail "daemon $BFS_DPID still running 10s $why"
+    rc=$BFS_RC
+    BFS_DPID=""
+    [ "$rc" = "$want" ] || fail "daemon exited with $rc $why, expected $want"
+    ! bfs_is_mounted "$MNT" || fail "$MNT still mounted after daemon exit ($why)"
+}
+
+# bfs_restart OPTS: unmount then mount again with OPTS
+bfs_remount() { bfs_unmount; bfs_mount "$@"; }
+
+# ---------------------------------------------------------------- assertions
+assert_eq() { # EXPECTED ACTUAL MESSAGE
+    [ "$1" = "$2" ] || fail "${3:-assert_eq}: expected '$1', got '$2'"
+}
+assert_ne() {
+    [ "$1" != "$2" ] || fail "${3:-assert_ne}: did not expect '$1'"
+}
+assert_le() { # A B MESSAGE : A <= B (integers)
+    [ "$1" -le "$2" ] || fail "${3:-assert_le}: $1 > $2"
+}
+assert_ge() {
+    [ "$1" -ge "$2" ] || fail "${3:-assert_ge}: $1 < $2"
+}
+assert_exists()  { [ -e "$1" ] || [ -L "$1" ] || fail "${2:-expected to exist}: $1"; }
+assert_missing() { [ ! -e "$1" ] && [ ! -L "$1" ] || fail "${2:-expected to be absent}: $1"; }
+
+# errno_of CMD...: run a helper op (see helpers/op.py) and print "OK" or the
+# errno name it failed with, e.g. errno_of stat "$MNT/x" -> ENOENT
+errno_of() { $OP "$@" 2>/dev/null | head -n 1 | cut -d' ' -f1; }
+
+# assert_errno EXPECTED OP ARGS...: EXPECTED is an errno name (ENOENT) or OK.
+# OP is a helper op (stat, open, mkdir, rename, ...; see helpers/op.py), or
+# `sh` followed by a shell command whose failure errno is reported by the
+# python wrapper (only for commands that exit with the errno).
+assert_errno() {
+    local want=$1; shift
+    local got
+    got=$($OP "$@" 2>&1 | head -n 1)
+    got=${got%% *}
+    [ "$got" = "$want" ] || fail "$* -> $got, expected $want"
+}
+
+# errno name of a number, via python
+errno_name() { $PY -c 'import errno,sys; print(errno.errorcode.get(int(sys.argv[1]), sys.argv[1]))' "$1"; }
+
+# ---------------------------------------------------------------- measurements
+du_backing() { du -s --block-size=1 "${1:-$BACKING}" | cut -f1; }
+
+# stats_json: the live stats line of the mount
+stats_json() { getfattr --absolute-names --only-values -n user.boundfs.stats "$MNT" 2>/dev/null; }
+
+# stats_field NAME: one field of the live stats JSON
+stats_field() {
+    local j
+    j=$(stats_json) || fail "getfattr user.boundfs.stats failed on $MNT"
+    printf '%s' "$j" | $PY -c 'import json,sys; v=json.load(sys.stdin)[sys.argv[1]]; print(v)' "$1" ||
+        fail "stats has no field $1: $j"
+}
+
+# poll_until SECONDS DESCRIPTION CMD...: poll CMD until it succeeds, bounded.
+poll_until() {
+    local secs=$1 what=$2; shift 2
+    local deadline=$((SECONDS + secs))
+    until "$@"; do
+        [ "$SECONDS" -lt "$deadline" ] || fail "timed out after ${secs}s waiting for: $what"
+        sleep 0.05
+    done
+}
+
+# poll_until_ok SECONDS CMD...: like poll_until but returns 1 on timeout
+poll_until_ok() {
+    local secs=$1; shift
+    local deadline=$((SECONDS + secs))
+    until "$@"; do
+        [ "$SECONDS" -lt "$deadline" ] || return 1
+        sleep 0.05
+    done
+}
+
+# usage_at_most LIMIT: du of BACKING <= LIMIT
+usage_at_most() { [ "$(du_backing)" -le "$1" ]; }
+
+# file_md5 PATH
+file_md5() { md5sum < "$1" | cut -d' ' -f1; }
+
+# mkblock PATH SIZE SEED: write a deterministic file (directly, not O_DIRECT)
+mkblock() { $BLOCKS mk "$1" "$2" ${3:+"$3"} || fail "mkblock $1"; }
+
+# checkblock PATH SIZE SEED: verify a file written by mkblock
+checkblock() { $BLOCKS check "$1" "$2" ${3:+"$3"}; }
+
+# ---------------------------------------------------------------- block stores
+# The companion tool scripts/kvblocks.py is used when present, else the
+# equivalent helpers/blocks.py (same CLI subset and JSON output).
+if [ -f "$BFS_REPO/scripts/kvblocks.py" ] && [ -z "${BFS_NO_KVBLOCKS:-}" ]; then
+    KVBLOCKS="$PY $BFS_REPO/scripts/kvblocks.py"
+else
+    KVBLOCKS="$BLOCKS"
+fi
+
+# kv_store ROOT COUNT SEED [SIZE] [THREADS]: prints the tool's JSON line
+kv_store() {
+    $KVBLOCKS store "$1" --count "$2" --seed "$3" --size "${4:-2M}" --threads "${5:-4}" | tail -n 1
+}
+# kv_load ROOT COUNT SEED [LAST]: prints the tool's JSON line
+kv_load() {
+    local extra=()
+    [ -n "${4:-}" ] && extra=(--last "$4")
+    $KVBLOCKS load "$1" --count "$2" --seed "$3" "${extra[@]}" | tail -n 1
+}
+# json_get JSON KEY
+json_get() { printf '%s' "$1" | $PY -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"; }
+
+# old_mtime N: a timestamp N minutes after 2020-01-01 (for touch -d)
+old_mtime() { date -u -d "2020-01-01 00:00:00 UTC + $1 minutes" '+%Y-%m-%d %H:%M:%S UTC'; }
+
+# mkblock_old PATH SIZE MINUTES: block file in BACKING with an old mtime
+mkblock_old() {
+    mkdir -p "$(dirname "$1")"
+    mkblock "$1" "$2"
+    touch -d "$(old_mtime "$3")" "$1"
+}
+
+# start the common environment
+bfs_require_env
+bfs_setup
