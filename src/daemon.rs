@@ -25,7 +25,12 @@ enum Event {
 /// Mounts and serves until unmounted. Errors: a one-line reason (BACKING
 /// unreadable, the kernel refused the mount …).
 pub fn run(opts: &Options) -> Result<(), String> {
-    sys::raise_nofile();
+    let nofile = sys::raise_nofile();
+    if nofile < 65536 {
+        log::warn!(
+            "open file limit is {nofile}: one fd is held per inode the kernel caches; lookups fail with EMFILE beyond it"
+        );
+    }
     // Modes from clients are applied exactly (the kernel already applied their umask).
     unsafe { libc::umask(0) };
     let root_c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(opts.backing.as_os_str()))

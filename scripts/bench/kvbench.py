@@ -10,7 +10,8 @@ Block naming (vLLM filesystem tier layout): block i of seed S has
 h = sha256(f"{S}:{i}") and lives at ROOT/h[0:3]/h[3:5]/h.bin.
 
 Commands
-  store ROOT N      vLLM-style store: exists? ; makedirs ; open(<dest>_<rand>.tmp,
+  store ROOT N      vLLM's O_DIRECT start-up probe (one page to .o_direct_probe_*.tmp;
+                    on failure everything below is buffered), then per block: exists? ; makedirs ; open(<dest>_<rand>.tmp,
                     O_CREAT|O_EXCL|O_WRONLY|O_TRUNC|O_DIRECT) ; one write() from a
                     page-aligned mmap buffer ; close ; rename to dest. No fsync.
   load ROOT N       open(O_RDONLY[|O_DIRECT]) ; one readv() of the whole block into
@@ -112,12 +113,35 @@ def emit(op, ops, nbytes, seconds, errors, **extra):
 
 # ---------------------------------------------------------------- store / load
 
+def direct_write_works(root):
+    """vLLM's start-up probe: write one page with O_DIRECT to a tmp file in
+    ROOT and delete it. False (buffered I/O from then on) if that fails."""
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, f".o_direct_probe_{secrets.token_hex(8)}.tmp")
+    buf = aligned_buffer(PAGE, b"p")
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | O_DIRECT, 0o644)
+        try:
+            return os.write(fd, buf) == PAGE
+        finally:
+            os.close(fd)
+    except OSError as e:
+        print(f"kvbench: O_DIRECT probe failed ({e}); storing buffered, as vLLM does", file=sys.stderr)
+        return False
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def cmd_store(a):
     hashes = [block_hash(a.seed, i) for i in range(a.n)]
     fill = hashlib.sha256(a.seed.encode()).digest() * 128  # 4 KiB pattern
     bufs = [aligned_buffer(a.size, fill) for _ in range(a.threads)]
     err = Errors()
-    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | (0 if a.buffered else O_DIRECT)
+    direct = not a.buffered and direct_write_works(a.root)
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | (O_DIRECT if direct else 0)
 
     def work(t, hs):
         buf = bufs[t]
@@ -140,7 +164,7 @@ def cmd_store(a):
                 err.add(f"store {dest}: {e}")
 
     secs = run_threads(a.threads, hashes, work)
-    emit("store", a.n, a.n * a.size, secs, err.n)
+    emit("store", a.n, a.n * a.size, secs, err.n, direct=direct)
 
 
 def cmd_load(a):
@@ -194,6 +218,13 @@ def cmd_path(a):
 def cmd_stats(a):
     """The boundfs status xattr of a mountpoint, as one JSON line."""
     print(os.getxattr(a.mnt, "user.boundfs.stats").decode().strip())
+
+
+def cmd_fiobw(a):
+    """MiB/s of direction RW ("read"/"write") from a fio --output-format=json file."""
+    text = open(a.file).read()
+    d = json.loads(text[text.index("{"):])
+    print(f"{d['jobs'][0][a.rw]['bw_bytes'] / 1048576:.6g}")
 
 
 def cmd_metric(a):
@@ -269,6 +300,10 @@ def main():
     s = sub.add_parser("stats")
     s.add_argument("mnt")
     s.set_defaults(fn=cmd_stats)
+    s = sub.add_parser("fiobw")
+    s.add_argument("file")
+    s.add_argument("rw", choices=["read", "write"])
+    s.set_defaults(fn=cmd_fiobw)
     s = sub.add_parser("metric")
     s.add_argument("file")
     s.add_argument("expr")

@@ -44,7 +44,7 @@ impl Core {
             let Some((key, path)) = self.ledger.lock().take_victim() else {
                 break;
             };
-            if let Some((n, t)) = self.evict_one(key, &path) {
+            if let Some((n, t)) = self.evict_victim(key, &path) {
                 freed += n;
                 ticket = t.or(ticket);
             }
@@ -55,9 +55,9 @@ impl Core {
         freed
     }
 
-    /// Steps 2–6 for one victim. Returns bytes freed and the invalidation
-    /// ticket, or None when the victim was skipped.
-    fn evict_one(&self, key: FileKey, rel: &Path) -> Option<(u64, Option<u64>)> {
+    /// Steps 2–6 for one victim taken with `Ledger::take_victim`. Returns
+    /// bytes freed and the invalidation ticket, or None when it was skipped.
+    pub(crate) fn evict_victim(&self, key: FileKey, rel: &Path) -> Option<(u64, Option<u64>)> {
         let skip = |why: &str| {
             log::debug!("eviction skipped {}: {why}", rel.display());
             Stats::add(&self.stats.evict_skipped, 1);
@@ -203,3 +203,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "evictor_tests.rs"]
+mod tests;

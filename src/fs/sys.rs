@@ -274,16 +274,27 @@ pub fn allocated(st: &libc::stat) -> u64 {
     (st.st_blocks as u64) * 512
 }
 
-/// Raises RLIMIT_NOFILE to its hard limit (one `O_PATH` fd per inode the
-/// kernel holds, plus one per open handle).
-pub fn raise_nofile() {
+/// Raises RLIMIT_NOFILE as far as allowed: one `O_PATH` fd is held per inode
+/// the kernel has looked up, plus one per open handle. Root may lift the hard
+/// limit up to `fs.nr_open`; others get their hard limit. Returns the new soft limit.
+pub fn raise_nofile() -> u64 {
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(1 << 20);
     let mut lim = MaybeUninit::<libc::rlimit>::uninit();
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) == 0 {
-            let mut lim = lim.assume_init();
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        if libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) != 0 {
+            return 0;
         }
+        let mut lim = lim.assume_init();
+        let want = libc::rlimit { rlim_cur: nr_open, rlim_max: nr_open.max(lim.rlim_max) };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+            return want.rlim_cur;
+        }
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        lim.rlim_cur
     }
 }
 

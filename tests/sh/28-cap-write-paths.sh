@@ -6,11 +6,14 @@
 . "$(dirname "$0")/lib.sh"
 
 MAX=$((16 * MiB)); CAP=$((MAX + MiB))
+# a tmpfs of its own as BACKING: usage is read atomically from statfs (it
+# also counts unlinked-but-open files, which the budget covers too)
+mount -t tmpfs -o size=128M,mode=0755 boundfs-test "$BACKING" || fail "cannot mount a tmpfs as BACKING"
 bfs_mount max_size=16M
 
 sample_start() {
     rm -f "$BFS_TMP/stop"
-    $PY "$BFS_HELPERS/du_sampler.py" "$BACKING" "$BFS_TMP/stop" 0.01 > "$BFS_TMP/sampler.out" &
+    $PY "$BFS_HELPERS/du_sampler.py" "$BACKING" "$BFS_TMP/stop" 0.002 --statfs > "$BFS_TMP/sampler.out" &
     SAMPLER=$!; bfs_bg "$SAMPLER"
 }
 sample_stop() { # sets $peak (not in a subshell: wait needs the parent)
@@ -86,4 +89,5 @@ exec {g}<&-
 poll_until 5 "usage drops after the last close of the unlinked file" test "$(stats_field usage)" -lt $((2 * MiB))
 assert_errno OK writefile "$MNT/more.tmp" 8M
 bfs_unmount
+umount "$BACKING" || fail "umount tmpfs backing"
 log PASS

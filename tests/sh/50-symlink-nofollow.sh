@@ -47,10 +47,11 @@ assert_eq symlink "$(stat -c %F "$BACKING/hard-to-link" | sed 's/symbolic link/s
 ls "$MNT/d" >/dev/null; assert_errno OK stat "$MNT/d"
 mv "$BACKING/d" "$BACKING/d.moved"
 ln -s ../outside/dir "$BACKING/d"
-$OP writefile "$MNT/d/planted.txt" 1K >/dev/null
-$OP mkdir "$MNT/d/planted-dir" >/dev/null
-$OP setxattr "$MNT/d" user.planted v >/dev/null
-$OP chmod "$MNT/d" 700 >/dev/null
+r1=$($OP writefile "$MNT/d/planted.txt" 1K)
+r2=$($OP mkdir "$MNT/d/planted-dir")
+r3=$($OP setxattr "$MNT/d" user.planted v)
+r4=$($OP chmod "$MNT/d" 700)
+log "after swapping d for a symlink: create=${r1%% *} mkdir=${r2%% *} setxattr=${r3%% *} chmod=${r4%% *}"
 assert_missing "$OUT/dir/planted.txt" "daemon followed a swapped-in symlink to create a file outside BACKING"
 assert_missing "$OUT/dir/planted-dir" "daemon followed a swapped-in symlink to mkdir outside BACKING"
 assert_eq "" "$(getfattr --absolute-names -d "$OUT/dir" 2>/dev/null)" "xattr set on the symlink target outside BACKING"

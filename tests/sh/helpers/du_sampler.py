@@ -4,7 +4,13 @@
 INTERVAL seconds until STOPFILE exists (or 120 s pass); then print
 {"samples": n, "peak": bytes, "last": bytes}.
 
-usage: du_sampler.py ROOT STOPFILE [INTERVAL]
+usage: du_sampler.py ROOT STOPFILE [INTERVAL] [--statfs | --once]
+
+A tree walk is not atomic: bytes freed in a part already visited and
+written in a part not yet visited are both counted, so a walk can read high
+by about (write rate x walk time).  With --statfs, ROOT must be the root of
+a file system of its own (e.g. a tmpfs): used = (f_blocks - f_bfree) x
+f_frsize is then one atomic reading of the same quantity.
 """
 import json
 import os
@@ -46,17 +52,24 @@ def usage(root):
     return total
 
 
+def used(root):
+    s = os.statvfs(root)
+    return (s.f_blocks - s.f_bfree) * s.f_frsize
+
+
 def main():
     root, stop = sys.argv[1], sys.argv[2]
     interval = float(sys.argv[3]) if len(sys.argv) > 3 else 0.05
-    if len(sys.argv) > 4 and sys.argv[4] == "--once":
+    mode = sys.argv[4] if len(sys.argv) > 4 else ""
+    if mode == "--once":
         print(usage(root))
         return
+    measure = used if mode == "--statfs" else usage
     n, peak, last = 0, 0, 0
     end = time.monotonic() + 120
     while time.monotonic() < end:
         done = os.path.exists(stop)
-        last = usage(root)
+        last = measure(root)
         n += 1
         peak = max(peak, last)
         if done:

@@ -1,0 +1,540 @@
+#!/usr/bin/env bash
+# boundfs benchmark: the same KV-offload workloads on a plain directory
+# ("native"), through mergerfs (a FUSE passthrough reference) and through
+# boundfs, each repeated; prints the medians as one Markdown table.
+#
+# Usage: scripts/bench.sh [--quick] [--n N] [--reps R] [--files N | --full]
+#                         [--dir DIR] [--no-build] [--no-install] [--keep]
+#   --quick       smaller sizes, 3 repetitions (CI smoke test, ~1-2 min)
+#   --n N         2 MiB blocks for store/load (default 512 = 1 GiB; quick 128)
+#   --reps R      repetitions per measurement (default 5; quick 3); medians reported
+#   --files N     files in the restart tree (default 200000; quick 20000)
+#   --full        restart tree of 1,000,000 files
+#   --dir DIR     where the temp tree goes (default $TMPDIR or /tmp); backing
+#                 directories and mountpoints all live on DIR's filesystem
+#   --no-build    don't run `cargo build --release` (or set BOUNDFS=path)
+#   --no-install  don't try `apt-get install` for missing fio/mergerfs
+#   --keep        keep the temp tree (logs, raw JSON) afterwards
+# Env: BOUNDFS=path (binary to use), MERGERFS_OPTS (override the mergerfs -o).
+#
+# Report (versions, command lines, table, raw samples) goes to stdout;
+# progress to stderr. Needs root and /dev/fuse. Exit 0 ok, 1 a failure,
+# 77 prerequisites missing.
+set -uo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=${PYTHON:-python3}
+KV="$REPO/scripts/bench/kvbench.py"
+T_START=$EPOCHREALTIME
+
+# ------------------------------------------------------------------ options
+QUICK=0 N="" REPS="" FILES="" FULL=0 BUILD=1 INSTALL=1 KEEP=${KEEP:-0}
+DIR=${TMPDIR:-/tmp}
+usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+while (($#)); do
+    case $1 in
+        --quick) QUICK=1 ;;
+        --n) N=${2:?--n needs a number}; shift ;;
+        --n=*) N=${1#*=} ;;
+        --reps) REPS=${2:?--reps needs a number}; shift ;;
+        --files) FILES=${2:?--files needs a number}; shift ;;
+        --full) FULL=1 ;;
+        --dir) DIR=${2:?--dir needs a path}; shift ;;
+        --no-build) BUILD=0 ;;
+        --no-install) INSTALL=0 ;;
+        --keep) KEEP=1 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "bench: unknown argument: $1 (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+MiB=$((1 << 20))
+if ((QUICK)); then
+    : "${N:=128}" "${REPS:=3}" "${FILES:=20000}"
+    PROBE_N=2000 EVICT_MAX_M=64 EVICT_STORE_N=128 FIO_MB=256
+else
+    : "${N:=512}" "${REPS:=5}" "${FILES:=200000}"
+    PROBE_N=10000 EVICT_MAX_M=256 EVICT_STORE_N=512 FIO_MB=1024
+fi
+((FULL)) && FILES=1000000
+FLAT_N=50000
+THREADS=4                              # client threads of store/load
+NCPU=$(nproc)
+for v in N REPS FILES; do
+    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench: $v must be a positive integer" >&2; exit 2; }
+done
+DATA_M=$((N * 2))                      # MiB of block data
+BUDGET_M=$((DATA_M * 4 > 1024 ? DATA_M * 4 : 1024))   # no eviction outside (f)
+
+say()  { printf '%s\n' "$*"; }
+now()  { local t=${EPOCHREALTIME/./}; echo "$t"; }          # microseconds
+usecs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'; }
+note() { printf '[%6.1fs] %s\n' "$(elapsed "${T_START/./}")" "$*" >&2; }
+die()  { printf 'bench: %s\n' "$*" >&2; exit 1; }
+skip() { printf 'bench: SKIPPED: %s\n' "$*" >&2; exit 77; }
+
+[[ $(id -u) -eq 0 ]] || skip "must run as root (FUSE mounts)"
+[[ -c /dev/fuse ]] || skip "/dev/fuse is missing"
+command -v "$PY" >/dev/null || skip "python3 not found"
+[[ -d $DIR ]] || die "--dir $DIR is not a directory"
+DIR=$(realpath "$DIR")   # /proc/self/mounts lists resolved absolute paths
+
+# ------------------------------------------------------------------ tools
+if ((INSTALL)) && command -v apt-get >/dev/null; then
+    missing=()
+    command -v fio >/dev/null || missing+=(fio)
+    command -v mergerfs >/dev/null || missing+=(mergerfs)
+    if ((${#missing[@]})); then
+        note "installing ${missing[*]} (apt-get; --no-install to skip)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
+            { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1; } ||
+            note "could not install ${missing[*]}: those columns/rows will say n/a"
+    fi
+fi
+HAVE_FIO=0 HAVE_MERGERFS=0
+command -v fio >/dev/null && HAVE_FIO=1
+command -v mergerfs >/dev/null && HAVE_MERGERFS=1
+
+if [[ -n ${BOUNDFS:-} ]]; then
+    :
+elif ((BUILD)); then
+    note "cargo build --release"
+    (cd "$REPO" && cargo build --release --quiet) >&2 || die "cargo build --release failed"
+    BOUNDFS="$REPO/target/release/boundfs"
+else
+    BOUNDFS="$REPO/target/release/boundfs"
+fi
+[[ -x $BOUNDFS ]] || die "boundfs binary not found: $BOUNDFS"
+BOUNDFS_SRC=$BOUNDFS
+BOUNDFS_BUILT=$(stat -c '%y' "$BOUNDFS" | cut -d. -f1)
+git_rev=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[[ -n $(git -C "$REPO" status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null) ]] && git_rev+="+dirty(src)"
+
+# ------------------------------------------------------------------ state + cleanup
+WORK=$(mktemp -d "$DIR/boundfs-bench.XXXXXX") || die "mktemp in $DIR failed"
+LOGS="$WORK/logs"
+mkdir -p "$LOGS"
+# pin the binary: a concurrent `cargo build` must not swap it mid-run
+cp "$BOUNDFS" "$WORK/boundfs" || die "cannot copy $BOUNDFS"
+BOUNDFS="$WORK/boundfs"
+DPID="" DMNT="" DKIND=""              # the one mounted filesystem under test
+RUNS=0
+
+mounted() {   # builtin-only check of /proc/self/mounts (no fork: used in the timing loop)
+    local _d m _r
+    while read -r _d m _r; do [[ $m == "$1" ]] && return 0; done </proc/self/mounts
+    return 1
+}
+alive() { [[ -n $1 ]] && kill -0 "$1" 2>/dev/null; }
+
+cleanup() {
+    local rc=$? m
+    set +e
+    # every mount under WORK, deepest first
+    while read -r m; do
+        umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+    done < <(awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/self/mounts | sort -r)
+    if alive "$DPID"; then
+        kill -TERM "$DPID"
+        for _ in $(seq 50); do alive "$DPID" || break; sleep 0.1; done
+        alive "$DPID" && kill -KILL "$DPID"
+    fi
+    wait 2>/dev/null
+    if awk -v w="$WORK/" 'index($2, w) == 1 { f = 1 } END { exit !f }' /proc/self/mounts; then
+        echo "bench: something is still mounted under $WORK; not removing it" >&2
+    elif ((KEEP)); then
+        echo "bench: kept $WORK" >&2
+    else
+        rm -rf "$WORK"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ------------------------------------------------------------------ mounts
+MERGERFS_OPTS=${MERGERFS_OPTS:-cache.files=partial,cache.entry=1,cache.attr=1,cache.negative_entry=0,cache.readdir=false,cache.statfs=0,dropcacheonclose=false,func.getattr=newest,category.create=ff,threads=$NCPU,fsname=mergerfs-bench}
+
+# fs_start KIND BACKING MNT [MAX_SIZE]: mounts and waits until it serves.
+fs_start() {
+    local kind=$1 backing=$2 mnt=$3 max=${4:-${BUDGET_M}M} deadline
+    RUNS=$((RUNS + 1))
+    local log="$LOGS/$RUNS-$kind.log"
+    mkdir -p "$mnt"
+    case $kind in
+        boundfs)  "$BOUNDFS" -f "$backing" "$mnt" -o "max_size=$max,threads=$NCPU" 2>"$log" & ;;
+        mergerfs) mergerfs -f -o "$MERGERFS_OPTS" "$backing" "$mnt" >"$log" 2>&1 & ;;
+        *) die "fs_start: bad kind $kind" ;;
+    esac
+    DPID=$! DMNT=$mnt DKIND=$kind
+    deadline=$(($(now) + 120000000))
+    until mounted "$mnt" && [[ -d $mnt/. ]]; do
+        alive "$DPID" || { tail -5 "$log" >&2; DPID=""; return 1; }
+        (($(now) < deadline)) || { note "$kind: no mount after 120 s"; return 1; }
+        sleep 0.005
+    done
+}
+
+# fs_stop: unmounts; the daemon must exit (boundfs: with status 0).
+fs_stop() {
+    [[ -n $DPID ]] || return 0
+    local rc=0 i
+    umount "$DMNT" 2>/dev/null || { sleep 0.2; umount "$DMNT"; } || { note "umount $DMNT failed; lazy"; umount -l "$DMNT"; }
+    for i in $(seq 200); do alive "$DPID" || break; sleep 0.05; done
+    if alive "$DPID"; then
+        note "$DKIND (pid $DPID) did not exit 10 s after umount; killing"
+        kill -KILL "$DPID"; rc=1
+    fi
+    wait "$DPID" 2>/dev/null || rc=$?
+    ((rc == 0)) || note "$DKIND exited with status $rc (log: $(ls -t "$LOGS" | head -1))"
+    DPID="" DMNT="" DKIND=""
+    return 0
+}
+
+# ------------------------------------------------------------------ results
+declare -A S           # S[workload,system] = "sample sample ..."
+declare -A ERRS        # failed samples per workload,system
+declare -A FALLBACK    # store fell back to buffered I/O (O_DIRECT probe failed)
+add() { S[$1,$2]+="${S[$1,$2]:+ }$3"; }
+declare -A ERRMSG      # first failure reason per workload,system
+bad() {
+    ERRS[$1,$2]=$((${ERRS[$1,$2]:-0} + 1))
+    [[ -n ${ERRMSG[$1,$2]:-} ]] || ERRMSG[$1,$2]=$3
+    note "  $1/$2: FAILED ($3)"
+}
+median() {
+    printf '%s\n' $1 | sort -g | awk 'NF { a[++n] = $1 } END {
+        if (!n) print "n/a"; else if (n % 2) print a[(n + 1) / 2]; else print (a[n / 2] + a[n / 2 + 1]) / 2 }'
+}
+metric() { "$PY" "$KV" metric "$1" "$2"; }
+
+# run_driver WL SYS OUTFILE EXPR -- cmd...: runs a driver, records EXPR of its JSON.
+run_driver() {
+    local wl=$1 sys=$2 out=$3 expr=$4; shift 5
+    if ! "$@" >"$out" 2>"$out.err"; then bad "$wl" "$sys" "exit status $?: $(tail -1 "$out.err")"; return 1; fi
+    local e; e=$(metric "$out" errors)
+    if [[ $e != 0 ]]; then bad "$wl" "$sys" "$e errors: $(head -1 "$out.err")"; return 1; fi
+    local v; v=$(metric "$out" "$expr")
+    add "$wl" "$sys" "$v"
+    note "  $wl/$sys: $v"
+}
+
+SYSTEMS=(native)
+((HAVE_MERGERFS)) && SYSTEMS+=(mergerfs)
+SYSTEMS+=(boundfs)
+
+# target SYS BACKING MNT [MAX]: sets T to where the workload runs: for native
+# the backing dir itself, else MNT freshly mounted over BACKING.
+T=""
+target() {
+    T=$2
+    [[ $1 == native ]] && return 0
+    fs_start "$1" "$2" "$3" "${4:-}" || return 1
+    T=$3
+}
+
+# ------------------------------------------------------------------ preflight
+if ((HAVE_MERGERFS)); then
+    mkdir -p "$WORK/pre/b" "$WORK/pre/m"
+    if fs_start mergerfs "$WORK/pre/b" "$WORK/pre/m" && [[ -d $WORK/pre/m/. ]]; then
+        fs_stop
+    else
+        note "mergerfs does not mount here: its columns say n/a"; fs_stop; HAVE_MERGERFS=0
+        SYSTEMS=(native boundfs)
+    fi
+fi
+mkdir -p "$WORK/pre/b2" "$WORK/pre/m2"
+fs_start boundfs "$WORK/pre/b2" "$WORK/pre/m2" 64M || die "boundfs does not mount (log in $LOGS)"
+fs_stop
+
+# ------------------------------------------------------------------ datasets (untimed)
+note "setup: $N x 2 MiB blocks (load set), $PROBE_N probe files, $FLAT_N flat files, $FILES restart files in $WORK"
+LOADSET="$WORK/loadset" PROBESET="$WORK/probeset" FLATSET="$WORK/flatset" MANYSET="$WORK/manyset"
+"$PY" "$KV" store "$LOADSET" "$N" --seed load --threads "$THREADS" >"$LOGS/setup-load.json" || die "load set"
+"$PY" "$KV" mkfiles "$PROBESET" "$PROBE_N" --seed probe >"$LOGS/setup-probe.json" || die "probe set"
+"$PY" "$KV" mkflat "$FLATSET" "$FLAT_N" >"$LOGS/setup-flat.json" || die "flat set"
+"$PY" "$KV" mkfiles "$MANYSET" "$FILES" --seed many --layout h3 >"$LOGS/setup-many.json" || die "restart set"
+MANY_PROBE=$("$PY" "$KV" path "$MANYSET" 0 --seed many --layout h3)
+MANY_PROBE_REL=${MANY_PROBE#"$MANYSET"/}
+sync
+note "setup done ($(metric "$LOGS/setup-many.json" seconds) s for the restart tree)"
+
+# warm the backing page cache for the load set (buffered read, native)
+warm() { "$PY" "$KV" load "$LOADSET" "$N" --seed load --threads "$THREADS" >/dev/null; }
+
+# ------------------------------------------------------------------ a. store
+for ((r = 1; r <= REPS; r++)); do
+    note "a. store, rep $r/$REPS"
+    for sys in "${SYSTEMS[@]}"; do
+        d="$WORK/store-$sys-$r"; mkdir -p "$d/b"
+        target "$sys" "$d/b" "$d/m" || { bad store "$sys" mount; continue; }
+        run_driver store "$sys" "$d/out.json" 'bytes/1048576/seconds' -- \
+            "$PY" "$KV" store "$T" "$N" --seed "store$r" --threads "$THREADS" &&
+            [[ $(metric "$d/out.json" direct) == False ]] && FALLBACK[store,$sys]=1
+        cp "$d/out.json" "$LOGS/store-$sys-$r.json" 2>/dev/null
+        [[ $sys == native ]] || fs_stop
+        sync; rm -rf "$d"
+    done
+done
+
+# ------------------------------------------------------------------ b./c. load
+warm
+for mode in buffered direct; do
+    wl=load; flag=()
+    [[ $mode == direct ]] && { wl=load_direct; flag=(--direct); }
+    for ((r = 1; r <= REPS; r++)); do
+        note "$([[ $mode == direct ]] && echo 'c. load O_DIRECT' || echo 'b. load'), rep $r/$REPS"
+        for sys in "${SYSTEMS[@]}"; do
+            target "$sys" "$LOADSET" "$WORK/mnt-$sys" || { bad $wl "$sys" mount; continue; }
+            run_driver $wl "$sys" "$LOGS/$wl-$sys-$r.json" 'bytes/1048576/seconds' -- \
+                "$PY" "$KV" load "$T" "$N" --seed load --threads "$THREADS" "${flag[@]}"
+            [[ $sys == native ]] || fs_stop
+        done
+    done
+done
+
+# ------------------------------------------------------------------ d. probe
+for ((r = 1; r <= REPS; r++)); do
+    note "d. probe, rep $r/$REPS"
+    for sys in "${SYSTEMS[@]}"; do
+        target "$sys" "$PROBESET" "$WORK/mnt-$sys" || { bad probe "$sys" mount; continue; }
+        run_driver probe "$sys" "$LOGS/probe-$sys-$r.json" 'ops/seconds' -- \
+            "$PY" "$KV" probe "$T" "$PROBE_N" --seed probe
+        [[ $sys == native ]] || fs_stop
+    done
+done
+
+# ------------------------------------------------------------------ e. readdir
+for ((r = 1; r <= REPS; r++)); do
+    note "e. readdir, rep $r/$REPS"
+    for sys in "${SYSTEMS[@]}"; do
+        target "$sys" "$FLATSET" "$WORK/mnt-$sys" || { bad readdir "$sys" mount; continue; }
+        run_driver readdir "$sys" "$LOGS/readdir-$sys-$r.json" 'ops/seconds' -- \
+            "$PY" "$KV" readdir "$T" --expect "$FLAT_N"
+        [[ $sys == native ]] || fs_stop
+    done
+done
+
+# ------------------------------------------------------------------ f. eviction (boundfs only)
+PREFILL_N=$((EVICT_MAX_M / 2))
+for ((r = 1; r <= REPS; r++)); do
+    note "f. eviction, rep $r/$REPS"
+    d="$WORK/evict-$r"; mkdir -p "$d/b"
+    if fs_start boundfs "$d/b" "$d/m" "${EVICT_MAX_M}M"; then
+        # fill up to max_size first, so the timed stores all run past it
+        "$PY" "$KV" store "$d/m" "$PREFILL_N" --seed "pre$r" --threads "$THREADS" >"$d/pre.json" 2>"$d/pre.err"
+        "$PY" "$KV" stats "$d/m" >"$d/before.json"
+        if run_driver evict_store boundfs "$d/out.json" 'bytes/1048576/seconds' -- \
+            "$PY" "$KV" store "$d/m" "$EVICT_STORE_N" --seed "ev$r" --threads "$THREADS"; then
+            [[ $(metric "$d/out.json" direct) == False ]] && FALLBACK[evict_store,boundfs]=1
+            "$PY" "$KV" stats "$d/m" >"$d/after.json"
+            ev=$("$PY" - "$d/before.json" "$d/after.json" "$d/out.json" "$EVICT_MAX_M" <<'EOF'
+import json, sys
+b, a = (json.load(open(p)) for p in sys.argv[1:3])
+run = json.loads(open(sys.argv[3]).read().splitlines()[-1])
+cap = int(sys.argv[4]) << 20
+if a["usage"] > cap + (1 << 20):
+    print(f"usage {a['usage']} > max_size {cap} + 1 MiB", file=sys.stderr)
+print(f"{(a['evictions'] - b['evictions']) / run['seconds']:.6g}")
+EOF
+            ) && { add evict boundfs "$ev"; note "  evict/boundfs: $ev blocks/s"; } || bad evict boundfs "stats"
+        fi
+        for f in "$d"/*.json; do cp "$f" "$LOGS/evict-$r-$(basename "$f")"; done
+        fs_stop
+    else
+        bad evict boundfs mount
+    fi
+    sync; rm -rf "$d"
+done
+
+# ------------------------------------------------------------------ g./h. restart with many files, RSS
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+for ((r = 1; r <= REPS; r++)); do
+    note "g. restart ($FILES files), rep $r/$REPS"
+    t0=${EPOCHREALTIME/./}
+    find "$MANYSET" -printf '%s %T@\n' >/dev/null
+    t1=${EPOCHREALTIME/./}
+    add restart native "$(usecs "$t0" "$t1")"
+    for sys in "${SYSTEMS[@]}"; do
+        [[ $sys == native ]] && continue
+        m="$WORK/mnt-$sys"; mkdir -p "$m"
+        RUNS=$((RUNS + 1)); log="$LOGS/$RUNS-restart-$sys.log"
+        t0=${EPOCHREALTIME/./}
+        if [[ $sys == boundfs ]]; then
+            "$BOUNDFS" -f "$MANYSET" "$m" -o "max_size=${BUDGET_M}M,threads=$NCPU" 2>"$log" &
+        else
+            mergerfs -f -o "$MERGERFS_OPTS" "$MANYSET" "$m" >"$log" 2>&1 &
+        fi
+        DPID=$! DMNT=$m DKIND=$sys
+        ok=1
+        # serves = mounted (what `mountpoint -q` checks) and a stat of a file works
+        until mounted "$m" && [[ -e $m/$MANY_PROBE_REL ]]; do
+            alive "$DPID" || { ok=0; break; }
+            ((${EPOCHREALTIME/./} - t0 < 600000000)) || { ok=0; break; }
+            sleep 0.002
+        done
+        t1=${EPOCHREALTIME/./}
+        if ((ok)) && mountpoint -q "$m"; then
+            v=$(usecs "$t0" "$t1"); add restart "$sys" "$v"; note "  restart/$sys: $v s"
+            if [[ $sys == boundfs ]]; then
+                full_kb=$(rss_kb "$DPID")
+                fs_stop
+                # baseline: the same daemon over an empty backing
+                e="$WORK/empty-$r"; mkdir -p "$e/b"
+                if fs_start boundfs "$e/b" "$e/m"; then
+                    stat "$e/m/." >/dev/null; [[ -e $e/m/none ]]
+                    base_kb=$(rss_kb "$DPID"); fs_stop
+                    v=$(((full_kb - base_kb) * 1024 / FILES))
+                    add rss boundfs "$v"; note "  rss/boundfs: $v B/file (VmRSS $full_kb kB vs $base_kb kB empty)"
+                    add rss_total boundfs "$full_kb"
+                fi
+                rm -rf "$e"
+            else
+                add rss_total mergerfs "$(rss_kb "$DPID")"
+                fs_stop
+            fi
+        else
+            bad restart "$sys" "did not serve"; tail -3 "$log" >&2; fs_stop
+        fi
+    done
+done
+
+# ------------------------------------------------------------------ fio: large files, plain I/O
+if ((HAVE_FIO)); then
+    FIO_COMMON=(--ioengine=psync --invalidate=0 --output-format=json --group_reporting)
+    fio_bw() { "$PY" "$KV" fiobw "$1" "$2"; }
+    BIG="$WORK/bigfile"; mkdir -p "$BIG"
+    fio --name=lay --filename="$BIG/big" --rw=write --bs=4M --size="${FIO_MB}M" --ioengine=psync \
+        --output="$LOGS/fio-layout.txt" >/dev/null 2>&1 || note "fio layout failed"
+    sync; cat "$BIG/big" >/dev/null   # warm the backing page cache
+    for ((r = 1; r <= REPS; r++)); do
+        note "fio: seq write / seq read, rep $r/$REPS"
+        for sys in "${SYSTEMS[@]}"; do
+            d="$WORK/fio-$sys-$r"; mkdir -p "$d/b"
+            if target "$sys" "$d/b" "$d/m"; then
+                if fio --name=seqw --directory="$T" --rw=write --bs=4M --size="${FIO_MB}M" --nrfiles=4 \
+                    "${FIO_COMMON[@]}" >"$LOGS/fiow-$sys-$r.json" 2>&1; then
+                    v=$(fio_bw "$LOGS/fiow-$sys-$r.json" write); add fio_write "$sys" "$v"; note "  fio_write/$sys: $v"
+                else bad fio_write "$sys" "fio failed"; fi
+                [[ $sys == native ]] || fs_stop
+            else bad fio_write "$sys" mount; fi
+            sync; rm -rf "$d"
+            if target "$sys" "$BIG" "$WORK/mnt-$sys"; then
+                if fio --name=seqr --filename="$T/big" --rw=read --bs=1M --size="${FIO_MB}M" \
+                    "${FIO_COMMON[@]}" >"$LOGS/fior-$sys-$r.json" 2>&1; then
+                    v=$(fio_bw "$LOGS/fior-$sys-$r.json" read); add fio_read "$sys" "$v"; note "  fio_read/$sys: $v"
+                else bad fio_read "$sys" "fio failed"; fi
+                [[ $sys == native ]] || fs_stop
+            else bad fio_read "$sys" mount; fi
+        done
+    done
+fi
+
+# ------------------------------------------------------------------ report
+group() { local s=$1 out=""; while ((${#s} > 3)); do out=",${s: -3}$out"; s=${s:0:${#s}-3}; done; echo "$s$out"; }
+fmt() {   # fmt VALUE KIND
+    [[ $1 == n/a || -z $1 ]] && { echo "n/a"; return; }
+    case $2 in
+        int) group "$(printf '%.0f' "$1")" ;;
+        sec) printf '%.3f' "$1" ;;
+        *)   printf '%.0f' "$1" ;;
+    esac
+}
+ratio() { [[ $1 == n/a || $2 == n/a || -z $1 || -z $2 ]] && { echo "—"; return; }
+          awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "—"; else printf "%.2f", a / b }'; }
+cell() {  # cell WL SYS: median (with failures noted) or n/a / —
+    local wl=$1 sys=$2
+    if [[ $sys == mergerfs ]] && ((!HAVE_MERGERFS)); then echo "n/a"; return; fi
+    local v=${S[$wl,$sys]:-}
+    if [[ -z $v ]]; then [[ -n ${ERRS[$wl,$sys]:-} ]] && echo "FAILED" || echo "n/a"; return; fi
+    median "$v"
+}
+row() {   # row WL LABEL UNIT KIND [native-cell-override]
+    local wl=$1 label=$2 unit=$3 kind=$4 na=${5:-}
+    local n m b
+    n=$(cell "$wl" native); m=$(cell "$wl" mergerfs); b=$(cell "$wl" boundfs)
+    [[ -n $na ]] && { [[ $na == both || $na == native ]] && n="—"; [[ $na == both ]] && m="—"; }
+    local fe="" ; for s in native mergerfs boundfs; do
+        [[ -n ${ERRS[$wl,$s]:-} ]] && fe+=" ($s: ${ERRS[$wl,$s]} failed)"; done
+    local fn fm fb
+    fn=$([[ $n == "—" || $n == FAILED ]] && echo "$n" || fmt "$n" "$kind")
+    fm=$([[ $m == "—" || $m == FAILED ]] && echo "$m" || fmt "$m" "$kind")
+    fb=$([[ $b == "—" || $b == FAILED ]] && echo "$b" || fmt "$b" "$kind")
+    [[ -n ${FALLBACK[$wl,native]:-} ]] && fn+=" †"
+    [[ -n ${FALLBACK[$wl,mergerfs]:-} ]] && fm+=" †"
+    [[ -n ${FALLBACK[$wl,boundfs]:-} ]] && fb+=" †"
+    local rb rm
+    rb=$([[ $n == "—" || $n == FAILED || $b == FAILED ]] && echo "—" || ratio "$b" "$n")
+    rm=$([[ $n == "—" || $n == FAILED || $m == FAILED ]] && echo "—" || ratio "$m" "$n")
+    printf '| %s%s | %s | %s | %s | %s | %s | %s |\n' "$label" "$fe" "$unit" "$fn" "$fm" "$fb" "$rb" "$rm"
+}
+
+fstype=$(findmnt -no FSTYPE -T "$WORK" 2>/dev/null || stat -f -c %T "$WORK")
+
+say "## boundfs benchmark"
+say ""
+say "- date: $(date -u '+%Y-%m-%d %H:%M:%SZ'), $( ((QUICK)) && echo quick || echo default) mode, $REPS repetitions, medians; total $(elapsed "${T_START/./}") s"
+say "- machine: $(uname -r), $NCPU CPUs ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), load avg now $(cut -d' ' -f1-3 /proc/loadavg)"
+say "- temp tree: $WORK on $fstype ($(findmnt -no SOURCE -T "$WORK" 2>/dev/null))"
+say "- boundfs: git $git_rev, $BOUNDFS_SRC (built $BOUNDFS_BUILT); daemons get RLIMIT_NOFILE soft/hard $(ulimit -Sn)/$(ulimit -Hn)"
+say "- mergerfs: $( ((HAVE_MERGERFS)) && mergerfs --version 2>&1 | head -1 || echo 'n/a (not installed or does not mount)')"
+say "- fio: $( ((HAVE_FIO)) && fio --version || echo n/a)"
+say "- python: $("$PY" --version 2>&1)"
+say ""
+say "Command lines:"
+say ""
+say '```'
+say "boundfs  -f BACKING MNT -o max_size=${BUDGET_M}M,threads=$NCPU   (f: max_size=${EVICT_MAX_M}M)"
+((HAVE_MERGERFS)) && say "mergerfs -f -o $MERGERFS_OPTS BACKING MNT"
+say "a  kvbench.py store DIR $N --threads $THREADS            # 2 MiB blocks, tmp+O_EXCL+O_DIRECT, 1 write, rename"
+say "b  kvbench.py load DIR $N --threads $THREADS             # backing page cache warm, fresh mount"
+say "c  kvbench.py load DIR $N --threads $THREADS --direct"
+say "d  kvbench.py probe DIR $PROBE_N                       # access(F_OK) x $((2 * PROBE_N)), half missing, 1 thread, fresh mount"
+say "e  kvbench.py readdir DIR --expect $FLAT_N             # scandir of one flat dir, fresh mount"
+say "f  kvbench.py store MNT $PREFILL_N (prefill, untimed); kvbench.py store MNT $EVICT_STORE_N; evictions delta from user.boundfs.stats / s"
+say "g  start daemon on a tree of $FILES empty files (<h[0:3]>/<hash>.bin) until mounted and stat(file) works; native = find BACKING -printf '%s %T@\\n'"
+say "h  (VmRSS after g - VmRSS over an empty backing) / $FILES"
+((HAVE_FIO)) && say "fio --rw=write --bs=4M --size=${FIO_MB}M --nrfiles=4 ${FIO_COMMON[*]}   |   fio --rw=read --bs=1M --size=${FIO_MB}M (one file, warm backing) ${FIO_COMMON[*]}"
+say '```'
+say ""
+say "| workload | unit | native | mergerfs | boundfs | boundfs/native | mergerfs/native |"
+say "|---|---|--:|--:|--:|--:|--:|"
+row store        "a. store $N x 2 MiB (4 thr, O_DIRECT, tmp+rename)" "MiB/s" mib
+row load         "b. load, buffered (warm backing)"                   "MiB/s" mib
+row load_direct  "c. load, O_DIRECT"                                  "MiB/s" mib
+row probe        "d. probe access(F_OK), 50% miss"                    "ops/s" int
+row readdir      "e. readdir $FLAT_N-entry flat dir"                  "entries/s" int
+row evict        "f. eviction under stores past max_size"             "blocks/s" int both
+row evict_store  "f. store throughput while evicting"                 "MiB/s" mib both
+row restart      "g. restart with $FILES files until serving"         "s (lower better)" sec
+row rss          "h. daemon RSS per indexed file"                     "bytes" int both
+if ((HAVE_FIO)); then
+    row fio_write "fio seq write 4M, 4 files, buffered"               "MiB/s" mib
+    row fio_read  "fio seq read 1M, one file, warm backing"           "MiB/s" mib
+fi
+say ""
+((${#FALLBACK[@]})) && say "† vLLM's O_DIRECT start-up probe failed there (EINVAL), so that store ran buffered, as vLLM falls back to." && say ""
+say "Native column of g is \`find\` over the same tree (reference, not a daemon). Ratios use medians; time rows are lower-is-better."
+say ""
+say "Raw samples (in run order):"
+say ""
+say '```'
+for wl in store load load_direct probe readdir evict evict_store restart rss rss_total fio_write fio_read; do
+    for sys in native mergerfs boundfs; do
+        [[ -n ${S[$wl,$sys]:-} || -n ${ERRS[$wl,$sys]:-} ]] || continue
+        printf '%-12s %-9s %s%s\n' "$wl" "$sys" "${S[$wl,$sys]:-}" "${ERRS[$wl,$sys]:+  [${ERRS[$wl,$sys]} failed]}"
+    done
+done
+say '```'
+nfail=0; for k in "${!ERRS[@]}"; do nfail=$((nfail + ERRS[$k])); done
+if ((nfail)); then
+    say ""
+    say "**$nfail measurement(s) failed** (first reason of each; --keep keeps the logs):"
+    say ""
+    for k in $(printf '%s\n' "${!ERRMSG[@]}" | sort); do say "- ${k/,//}: ${ERRS[$k]} failed: ${ERRMSG[$k]}"; done
+    exit 1
+fi
+exit 0

@@ -1,0 +1,97 @@
+//! The races of eviction against open and rename, forced step by step on a
+//! real backing directory (no mount): the victim is taken from the ledger,
+//! the competing operation runs, then the evictor continues.
+
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::time::Duration;
+
+use fuser::{Errno, INodeNo};
+
+use crate::cache::ledger::Ledger;
+use crate::cache::policy::Policy;
+use crate::config::build_matcher;
+use crate::fs::{Caller, Core, key_of, sys};
+
+fn core(dir: &Path, max: u64) -> Core {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    assert!(fd >= 0);
+    let root = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let key = key_of(&sys::fstat(root.as_fd()).unwrap());
+    let mut ledger = Ledger::new(max);
+    crate::cache::scan::scan(&root, &build_matcher(&["*.bin".into()]).unwrap(), &mut ledger);
+    let policy = Policy { max_size: max, high_watermark: 0.95, low_watermark: 0.9 };
+    let m = build_matcher(&["*.bin".into()]).unwrap();
+    Core::new(dir.canonicalize().unwrap(), root, key, ledger, policy, m, Duration::from_secs(60))
+}
+
+const ROOT: INodeNo = INodeNo(1);
+const ME: Caller = Caller { uid: 0, gid: 0 };
+
+fn store(c: &Core, name: &str, bytes: &[u8]) {
+    let (_, fh) = c.create(ROOT, OsStr::new(name), 0o644, libc::O_WRONLY, ME).unwrap();
+    assert_eq!(c.write(fh, 0, bytes).unwrap() as usize, bytes.len());
+    c.release(fh);
+}
+
+#[test]
+fn rename_into_the_victims_place_is_never_deleted() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    store(&c, "k.bin", b"old");
+    let (key, path) = c.ledger.lock().take_victim().unwrap();
+    // A store publishes a new k.bin between the evictor's choice and its check.
+    store(&c, "k.bin_1.tmp", b"new");
+    c.rename(ROOT, OsStr::new("k.bin_1.tmp"), ROOT, OsStr::new("k.bin"), 0).unwrap();
+    assert!(c.evict_victim(key, &path).is_none(), "the evictor must skip a replaced name");
+    assert_eq!(std::fs::read(d.path().join("k.bin")).unwrap(), b"new");
+}
+
+#[test]
+fn open_before_the_check_keeps_the_file() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    store(&c, "k.bin", b"data");
+    let ino = c.lookup(ROOT, OsStr::new("k.bin")).unwrap().ino;
+    let (key, path) = c.ledger.lock().take_victim().unwrap();
+    let fh = c.open(ino, libc::O_RDONLY).unwrap();
+    assert!(c.evict_victim(key, &path).is_none(), "an open file is never evicted");
+    assert_eq!(c.read(fh, 0, 16).unwrap(), b"data");
+    c.release(fh);
+    assert!(d.path().join("k.bin").exists());
+}
+
+#[test]
+fn open_after_the_eviction_gets_enoent_not_a_doomed_fd() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    store(&c, "k.bin", b"data");
+    let ino = c.lookup(ROOT, OsStr::new("k.bin")).unwrap().ino;
+    let (key, path) = c.ledger.lock().take_victim().unwrap();
+    assert!(c.evict_victim(key, &path).is_some());
+    // The kernel still had the inode cached: the open must say ENOENT.
+    assert_eq!(c.open(ino, libc::O_RDONLY).err(), Some(Errno::ENOENT));
+    assert!(c.ledger.lock().get(&key).is_none(), "the late open left no placeholder behind");
+    assert!(!d.path().join("k.bin").exists());
+}
+
+#[test]
+fn full_budget_with_everything_open_answers_enospc_and_disturbs_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 64 << 10);
+    store(&c, "a.bin", &[1u8; 16 << 10]);
+    let ino = c.lookup(ROOT, OsStr::new("a.bin")).unwrap().ino;
+    let held = c.open(ino, libc::O_RDONLY).unwrap();
+    let (_, fh) = c.create(ROOT, OsStr::new("b.tmp"), 0o644, libc::O_WRONLY, ME).unwrap();
+    assert_eq!(c.write(fh, 0, &[2u8; 128 << 10]).err(), Some(Errno::ENOSPC));
+    c.release(fh);
+    assert_eq!(std::fs::read(d.path().join("a.bin")).unwrap(), vec![1u8; 16 << 10]);
+    c.release(held);
+    // With the handle closed, a.bin is evictable and a write that needs its room fits.
+    let (_, fh) = c.create(ROOT, OsStr::new("c.tmp"), 0o644, libc::O_WRONLY, ME).unwrap();
+    assert!(c.write(fh, 0, &[3u8; 48 << 10]).is_ok());
+    c.release(fh);
+    assert!(!d.path().join("a.bin").exists());
+}
