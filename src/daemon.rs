@@ -62,6 +62,11 @@ pub fn run(opts: &Options) -> Result<(), String> {
     let core =
         Arc::new(Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval));
 
+    // Handlers go in before the mount exists: a signal sent as soon as the
+    // mount is visible must unmount, not be lost (or ignored, as SIGINT is
+    // in background jobs of non-interactive shells).
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
+        .map_err(|e| format!("signal setup: {e}"))?;
     let mut cfg = Config::default();
     cfg.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     cfg.n_threads = Some(opts.threads);
@@ -104,8 +109,6 @@ pub fn run(opts: &Options) -> Result<(), String> {
             })
             .map_err(|e| e.to_string())?
     };
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
-        .map_err(|e| format!("signal setup: {e}"))?;
     let sig_handle = signals.handle();
     let sig_thread = thread::spawn(move || {
         for s in signals.forever() {

@@ -12,7 +12,8 @@
 //! 3. `fstatat` the name: still the same `(dev, ino)` with one link?
 //! 4. ledger: `begin_evict` (fails if an open pinned it meanwhile; an open
 //!    that comes after sees `Evicting` and answers ENOENT);
-//! 5. `unlinkat`, ledger `finish_evict`, remove directories left empty;
+//! 5. truncate to 0 (the kernel may still hold an fd-backed inode), `unlinkat`,
+//!    ledger `finish_evict`; emptied directories are queued for removal;
 //! 6. release the stripe, queue the kernel invalidation of the name.
 
 use std::ffi::CString;
@@ -88,6 +89,13 @@ impl Core {
         }
         if !self.ledger.lock().begin_evict(key) {
             return skip("opened meanwhile");
+        }
+        // Truncate first: the kernel may still hold the inode (our O_PATH fd
+        // lives until its FORGET), and an unlinked inode keeps its blocks while
+        // any fd refers to it. Nothing through the mount has it open (checked
+        // just above), so its bytes can go now and usage stays exact.
+        if let Ok(fd) = sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0) {
+            let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&fd), 0);
         }
         let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
             Ok(()) => self.ledger.lock().finish_evict(key),

@@ -23,7 +23,7 @@ sample_stop() { # sets $peak (not in a subshell: wait needs the parent)
 
 # 1. in-place buffered writes of 48 MiB of *.bin (no tmp, no rename)
 sample_start
-$PY - "$MNT/lm" <<'PYEOF' > "$BFS_TMP/lm.out" || fail "in-place writer: $(cat "$BFS_TMP/lm.out")"
+$PY - "$MNT/lm" <<'PYEOF' > "$BFS_TMP/lm.out" 2>&1 || fail "in-place writer: $(cat "$BFS_TMP/lm.out")"
 import errno, os, sys
 d = sys.argv[1]; os.makedirs(d)
 bad = []
