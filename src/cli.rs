@@ -85,6 +85,7 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
             match (k, v) {
                 ("", None) => continue,
                 ("allow_other", None) => allow_other = true,
+                ("allow_other", Some(_)) => return err("option allow_other takes no value: -o allow_other"),
                 (k, None) if MOUNT_GENERIC.contains(&k) || k.starts_with("x-") => continue,
                 (k, _) if k.starts_with("x-") => continue,
                 (k, None) if is_key(k) => {

@@ -95,3 +95,14 @@ fn full_budget_with_everything_open_answers_enospc_and_disturbs_nothing() {
     c.release(fh);
     assert!(!d.path().join("a.bin").exists());
 }
+
+#[test]
+fn a_request_that_can_never_fit_evicts_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 64 << 10);
+    store(&c, "a.bin", &[1u8; 16 << 10]);
+    let (_, fh) = c.create(ROOT, OsStr::new("big.bin"), 0o644, libc::O_WRONLY, ME).unwrap();
+    assert_eq!(c.fallocate(fh, 0, 1 << 20, 0).err(), Some(Errno::ENOSPC));
+    c.release(fh);
+    assert!(d.path().join("a.bin").exists(), "nothing may be evicted for a request that cannot fit");
+}

@@ -87,6 +87,8 @@ pub struct Ledger {
     lru: LruCache<FileKey, ()>,
     usage: u64,
     reserved: u64,
+    /// Bytes of the entries in `lru` (what eviction could free now).
+    lru_bytes: u64,
     max_size: u64,
     block_files: u64,
     open_handles: u64,
@@ -100,6 +102,7 @@ impl Ledger {
             lru: LruCache::unbounded(),
             usage: 0,
             reserved: 0,
+            lru_bytes: 0,
             max_size,
             block_files: 0,
             open_handles: 0,
@@ -154,8 +157,29 @@ impl Ledger {
         let has = self.lru.contains(&key);
         if want && !has {
             self.lru.put(key, ());
+            self.lru_bytes += self.entries.get(&key).map_or(0, |e| e.size);
         } else if !want && has {
-            self.lru.pop(&key);
+            self.lru_pop(key);
+        }
+    }
+
+    /// Takes `key` out of the LRU (if there), keeping `lru_bytes` in step.
+    fn lru_pop(&mut self, key: FileKey) {
+        if self.lru.pop(&key).is_some() {
+            self.lru_bytes -= self.entries.get(&key).map_or(0, |e| e.size);
+        }
+    }
+
+    /// Bytes eviction could free right now (block files in the LRU).
+    pub fn evictable_bytes(&self) -> u64 {
+        self.lru_bytes
+    }
+
+    /// Applies a size change of `key` (from `old` to `new` bytes) to the totals.
+    fn resize(&mut self, key: FileKey, old: u64, new: u64) {
+        self.usage = self.usage - old + new;
+        if self.lru.contains(&key) {
+            self.lru_bytes = self.lru_bytes - old + new;
         }
     }
 
@@ -165,7 +189,7 @@ impl Ledger {
     pub fn upsert(&mut self, key: FileKey, size: u64, block: bool, path: Option<PathBuf>, now: u32) {
         match self.entries.get_mut(&key) {
             Some(e) => {
-                self.usage = self.usage - e.size + size;
+                let old = e.size;
                 if e.block != block {
                     if block {
                         self.block_files += 1;
@@ -181,6 +205,7 @@ impl Ledger {
                 if path.is_some() {
                     e.path = path.map(PathBuf::into_boxed_path);
                 }
+                self.resize(key, old, size);
             }
             None => {
                 self.usage += size;
@@ -215,8 +240,8 @@ impl Ledger {
     /// Sets the allocated size of a known key (bytes); unknown keys are ignored.
     pub fn set_size(&mut self, key: FileKey, size: u64) {
         if let Some(e) = self.entries.get_mut(&key) {
-            self.usage = self.usage - e.size + size;
-            e.size = size;
+            let old = std::mem::replace(&mut e.size, size);
+            self.resize(key, old, size);
         }
     }
 
@@ -263,7 +288,7 @@ impl Ledger {
         }
         e.opens += 1;
         self.open_handles += 1;
-        self.lru.pop(&key);
+        self.lru_pop(key);
         Ok(new)
     }
 
@@ -327,13 +352,13 @@ impl Ledger {
 
     /// Forgets `key` entirely, returning its bytes to the budget.
     pub fn remove(&mut self, key: FileKey) -> Option<Entry> {
+        self.lru_pop(key);
         let e = self.entries.remove(&key)?;
         self.usage -= e.size;
         self.open_handles -= u64::from(e.opens);
         if e.block {
             self.block_files -= 1;
         }
-        self.lru.pop(&key);
         Some(e)
     }
 
@@ -359,6 +384,7 @@ impl Ledger {
     /// or [`Ledger::forget_path`].
     pub fn take_victim(&mut self) -> Option<(FileKey, PathBuf)> {
         while let Some((key, ())) = self.lru.pop_lru() {
+            self.lru_bytes -= self.entries.get(&key).map_or(0, |e| e.size);
             if let Some(p) = self.entries.get(&key).and_then(|e| e.path.as_deref()) {
                 return Some((key, p.to_path_buf()));
             }
@@ -391,7 +417,7 @@ impl Ledger {
         match self.entries.get_mut(&key) {
             Some(e) if e.state == State::Live && e.block && e.opens == 0 => {
                 e.state = State::Evicting;
-                self.lru.pop(&key);
+                self.lru_pop(key);
                 true
             }
             _ => false,

@@ -182,3 +182,24 @@ fn directory_rename_moves_paths() {
     l.rename_prefix(Path::new("d"), Path::new("e/f"));
     assert_eq!(l.take_victim().unwrap().1, PathBuf::from("e/f/1.bin"));
 }
+
+#[test]
+fn evictable_bytes_follow_the_lru() {
+    let mut l = Ledger::new(1000);
+    block(&mut l, 1, 10);
+    block(&mut l, 2, 20);
+    l.upsert(k(3), 40, false, Some("c.json".into()), 0);
+    assert_eq!(l.evictable_bytes(), 30);
+    l.pin(k(1)).unwrap();
+    assert_eq!(l.evictable_bytes(), 20);
+    l.set_size(k(2), 25);
+    assert_eq!(l.evictable_bytes(), 25);
+    l.unpin(k(1));
+    assert_eq!(l.evictable_bytes(), 35);
+    let (key, _) = l.take_victim().unwrap();
+    assert_eq!(l.evictable_bytes(), 10);
+    assert!(l.begin_evict(key));
+    l.finish_evict(key);
+    l.remove(k(1));
+    assert_eq!(l.evictable_bytes(), 0);
+}

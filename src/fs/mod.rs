@@ -196,11 +196,15 @@ impl Core {
             return Ok(Reservation { core: self, bytes: 0 });
         }
         for _ in 0..16 {
-            let short = match self.ledger.lock().reserve(bytes) {
-                Ok(()) => return Ok(Reservation { core: self, bytes }),
-                Err(s) => s.0,
+            let (short, evictable) = {
+                let mut l = self.ledger.lock();
+                match l.reserve(bytes) {
+                    Ok(()) => return Ok(Reservation { core: self, bytes }),
+                    Err(s) => (s.0, l.evictable_bytes()),
+                }
             };
-            if self.evict(short, wait) == 0 {
+            // What can never fit fails at once, without evicting anything.
+            if short > evictable || self.evict(short, wait) == 0 {
                 break;
             }
         }
