@@ -64,17 +64,10 @@ impl Core {
             Stats::add(&self.stats.evict_skipped, 1);
             None
         };
-        let (Some(name), Some(dir_rel)) = (rel.file_name(), rel.parent()) else {
+        let Some(Parent { dir, key: dkey, dir_rel, name, c }) = self.parent_of(rel) else {
             self.ledger.lock().forget_path(key);
-            return skip("no file name");
+            return skip("directory gone, or not beneath BACKING");
         };
-        let root = self.root();
-        let Ok(dir) = sys::open_beneath(root.fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY) else {
-            self.ledger.lock().forget_path(key);
-            return skip("directory gone or not beneath BACKING");
-        };
-        let dkey = key_of(&sys::fstat(dir.as_fd()).ok()?);
-        let c = CString::new(name.as_bytes()).ok()?;
         let guard = self.dirlocks.lock(&[dkey]);
         match sys::fstatat(dir.as_fd(), &c) {
             Ok(st) if key_of(&st) == key && st.st_nlink == 1 => {}
@@ -117,6 +110,17 @@ impl Core {
         Some((freed, last))
     }
 
+    /// Opens the directory holding `rel` (beneath BACKING, no symlink
+    /// followed) and returns it with its identity and `rel`'s last name.
+    /// None: `rel` has no name, or its directory is gone or not beneath BACKING.
+    fn parent_of<'a>(&self, rel: &'a Path) -> Option<Parent<'a>> {
+        let (name, dir_rel) = (rel.file_name()?, rel.parent()?);
+        let dir = sys::open_beneath(self.root().fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY).ok()?;
+        let key = key_of(&sys::fstat(dir.as_fd()).ok()?);
+        let c = CString::new(name.as_bytes()).ok()?;
+        Some(Parent { dir, key, dir_rel, name, c })
+    }
+
     /// Removes directories that eviction left empty, up to but not including
     /// BACKING. A directory is removed only once the kernel has forgotten its
     /// inode (no client has it as a cwd, an open directory or a resolved
@@ -128,14 +132,10 @@ impl Core {
     pub fn reap_empty_dirs(&self) {
         let batch = std::mem::take(&mut *self.empty_dirs.lock());
         let mut retry = Vec::new();
-        let root = self.root();
         for (rel, tries) in batch {
-            let (Some(name), Some(parent_rel)) = (rel.file_name(), rel.parent()) else { continue };
-            let Ok(parent) = sys::open_beneath(root.fd(), parent_rel, libc::O_PATH | libc::O_DIRECTORY) else {
+            let Some(Parent { dir: parent, key: pkey, dir_rel: parent_rel, name, c }) = self.parent_of(&rel) else {
                 continue;
             };
-            let (Ok(c), Ok(pst)) = (CString::new(name.as_bytes()), sys::fstat(parent.as_fd())) else { continue };
-            let pkey = key_of(&pst);
             let g = self.dirlocks.lock(&[pkey]);
             let Ok(st) = sys::fstatat(parent.as_fd(), &c) else { continue };
             if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_nlink > 2 {
@@ -164,6 +164,15 @@ impl Core {
         retry.dedup_by(|a, b| a.0 == b.0);
         self.empty_dirs.lock().extend(retry);
     }
+}
+
+/// The directory of a path relative to BACKING, opened: see [`Core::parent_of`].
+struct Parent<'a> {
+    dir: std::os::fd::OwnedFd,
+    key: FileKey,
+    dir_rel: &'a Path,
+    name: &'a std::ffi::OsStr,
+    c: CString,
 }
 
 /// The background evictor: sleeps until usage passes the high watermark,
