@@ -16,7 +16,7 @@ use crate::config::{self, ConfigError, Options, err};
     about = "Mount BACKING at MOUNTPOINT with a hard byte budget: least recently used block files are evicted",
     after_help = "Example: boundfs -f /data/kv /mnt/kv -o max_size=24G\n\
                   Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
-                  low_watermark, pattern, stamp_interval, threads, allow_other."
+                  low_watermark, pattern, stamp_interval, threads, reconcile_interval, stale_tmp, allow_other."
 )]
 pub struct Args {
     /// Backing directory (where the files really live).
@@ -44,6 +44,14 @@ pub struct Args {
     /// Minimum time between two mtime stamps of one file (recency persistence) [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub stamp_interval: Option<String>,
+    /// Time between two re-walks of BACKING that correct usage for changes made behind the mount
+    /// (0 disables; at least 1s) [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub reconcile_interval: Option<String>,
+    /// Age past which an unopened engine temporary (*.tmp, *.tmp.*) is removed by the reconcile pass
+    /// (0: never; at least 1s) [default: 1h].
+    #[arg(long, value_name = "DURATION")]
+    pub stale_tmp: Option<String>,
     /// FUSE event loops [default: number of CPUs].
     #[arg(long, value_name = "N")]
     pub threads: Option<String>,
@@ -72,6 +80,8 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
     flag("low_watermark", &args.low_watermark, &mut kv);
     flag("stamp_interval", &args.stamp_interval, &mut kv);
     flag("threads", &args.threads, &mut kv);
+    flag("reconcile_interval", &args.reconcile_interval, &mut kv);
+    flag("stale_tmp", &args.stale_tmp, &mut kv);
     for p in &args.pattern {
         kv.push(("pattern".into(), p.clone()));
     }
@@ -84,6 +94,9 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
             };
             match (k, v) {
                 ("", None) => continue,
+                ("allow_other", None) if allow_other => {
+                    return err("option allow_other is given twice; give it once");
+                }
                 ("allow_other", None) => allow_other = true,
                 ("allow_other", Some(_)) => return err("option allow_other takes no value: -o allow_other"),
                 (k, None) if MOUNT_GENERIC.contains(&k) || k.starts_with("x-") => continue,
@@ -94,7 +107,7 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                 (k, Some(v)) if is_key(k) => kv.push((k.to_string(), v.to_string())),
                 (k, _) => {
                     return err(format!(
-                        "unknown option '{k}'; known: max_size, high_watermark, low_watermark, pattern, stamp_interval, threads, allow_other"
+                        "unknown option '{k}'; known: max_size, high_watermark, low_watermark, pattern, stamp_interval, threads, reconcile_interval, stale_tmp, allow_other"
                     ));
                 }
             }
@@ -104,7 +117,17 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
 }
 
 fn is_key(k: &str) -> bool {
-    matches!(k, "max_size" | "high_watermark" | "low_watermark" | "pattern" | "stamp_interval" | "threads")
+    matches!(
+        k,
+        "max_size"
+            | "high_watermark"
+            | "low_watermark"
+            | "pattern"
+            | "stamp_interval"
+            | "threads"
+            | "reconcile_interval"
+            | "stale_tmp"
+    )
 }
 
 fn build(
@@ -148,6 +171,14 @@ fn build(
         Some(v) => config::parse_count("threads", v, 256)?,
         None => std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
+    let reconcile_interval = match get("reconcile_interval") {
+        Some(v) => config::parse_interval("reconcile_interval", v, std::time::Duration::from_secs(1))?,
+        None => config::DEFAULT_RECONCILE_INTERVAL,
+    };
+    let stale_tmp = match get("stale_tmp") {
+        Some(v) => config::parse_interval("stale_tmp", v, std::time::Duration::from_secs(1))?,
+        None => config::DEFAULT_STALE_TMP,
+    };
     let (backing, mountpoint) = config::check_paths(&backing, &mountpoint)?;
     Ok(Options {
         backing,
@@ -158,6 +189,8 @@ fn build(
         patterns,
         stamp_interval,
         threads,
+        reconcile_interval,
+        stale_tmp,
         allow_other,
         foreground,
     })

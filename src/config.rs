@@ -15,6 +15,10 @@ pub const DEFAULT_LOW_WATERMARK: f64 = 0.90;
 pub const DEFAULT_PATTERN: &str = "*.bin";
 /// Default `stamp_interval`: at most one mtime stamp per file per minute.
 pub const DEFAULT_STAMP_INTERVAL: Duration = Duration::from_secs(60);
+/// Default `reconcile_interval`: BACKING is re-walked once a minute (see `cache::reconcile`).
+pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(60);
+/// Default `stale_tmp`: engine temporaries untouched for an hour are removed.
+pub const DEFAULT_STALE_TMP: Duration = Duration::from_secs(3600);
 
 /// A bad option or path, worded for the user (one line, says what to do).
 #[derive(Debug, PartialEq)]
@@ -50,6 +54,10 @@ pub struct Options {
     pub stamp_interval: Duration,
     /// FUSE event loops (>= 1).
     pub threads: usize,
+    /// Time between two reconcile passes over BACKING; zero disables them.
+    pub reconcile_interval: Duration,
+    /// Age (by mtime) past which an unopened engine temporary is removed; zero: never.
+    pub stale_tmp: Duration,
     /// Let users other than the mounting one in (`allow_other`).
     pub allow_other: bool,
     /// Stay in the foreground (`-f`).
@@ -122,6 +130,16 @@ pub fn parse_duration(key: &str, v: &str) -> Result<Duration, ConfigError> {
         return Ok(Duration::from_secs(secs));
     }
     humantime::parse_duration(t).or_else(|e| err(format!("{key}: '{v}' is not a duration ({e}); e.g. 60s, 5m, 1h")))
+}
+
+/// Parses an interval that is either 0 (off) or at least `min`, as
+/// [`parse_duration`]. Errors: not a duration, or between 0 and `min`.
+pub fn parse_interval(key: &str, v: &str, min: Duration) -> Result<Duration, ConfigError> {
+    let d = parse_duration(key, v)?;
+    if !d.is_zero() && d < min {
+        return err(format!("{key}: '{v}' is too short; give 0 (off) or at least {}", humantime::format_duration(min)));
+    }
+    Ok(d)
 }
 
 /// Parses a count in `1..=max`.

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use fuser::{Config, MountOption, SessionACL};
 
-use crate::cache::{evictor, ledger::Ledger, policy::Policy, scan};
+use crate::cache::{evictor, ledger::Ledger, policy::Policy, reconcile, scan};
 use crate::config::Options;
 use crate::fs::{Core, key_of, sys};
 use crate::fuse::BoundFs;
@@ -130,6 +130,12 @@ pub fn run(opts: &Options) -> Result<(), String> {
             c.stamper.run(&stamp_root, || s.load(Ordering::Relaxed), |n| Stats::add(&c.stats.stamps, n))
         }));
     }
+    let reconcile_stop = Arc::new(reconcile::Stopper::default());
+    if !opts.reconcile_interval.is_zero() {
+        let (c, s, rec) = (core.clone(), reconcile_stop.clone(), reconcile::Reconciler::new(opts.stale_tmp));
+        let every = opts.reconcile_interval;
+        workers.push(thread::Builder::new().name("reconcile".into()).spawn(move || reconcile::run(c, rec, every, s)));
+    }
     core.maybe_wake_evictor();
 
     let result = match rx.recv() {
@@ -148,6 +154,7 @@ pub fn run(opts: &Options) -> Result<(), String> {
     stop.store(true, Ordering::Relaxed);
     core.wake_evictor();
     core.stamper.kick();
+    reconcile_stop.stop();
     core.inval.stop();
     for w in workers.into_iter().flatten() {
         let _ = w.join();

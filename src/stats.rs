@@ -20,6 +20,12 @@ pub struct Stats {
     pub lookup_misses: AtomicU64,
     /// mtime stamps written.
     pub stamps: AtomicU64,
+    /// Reconcile passes over BACKING (see `cache::reconcile`).
+    pub reconciles: AtomicU64,
+    /// Ledger entries a reconcile pass corrected (adopted, dropped, resized, renamed).
+    pub reconcile_fixes: AtomicU64,
+    /// Stale engine temporaries removed.
+    pub stale_tmp_removed: AtomicU64,
 }
 
 impl Stats {

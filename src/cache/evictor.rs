@@ -113,7 +113,7 @@ impl Core {
     /// Opens the directory holding `rel` (beneath BACKING, no symlink
     /// followed) and returns it with its identity and `rel`'s last name.
     /// None: `rel` has no name, or its directory is gone or not beneath BACKING.
-    fn parent_of<'a>(&self, rel: &'a Path) -> Option<Parent<'a>> {
+    pub(crate) fn parent_of<'a>(&self, rel: &'a Path) -> Option<Parent<'a>> {
         let (name, dir_rel) = (rel.file_name()?, rel.parent()?);
         let dir = sys::open_beneath(self.root().fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY).ok()?;
         let key = key_of(&sys::fstat(dir.as_fd()).ok()?);
@@ -167,12 +167,12 @@ impl Core {
 }
 
 /// The directory of a path relative to BACKING, opened: see [`Core::parent_of`].
-struct Parent<'a> {
-    dir: std::os::fd::OwnedFd,
-    key: FileKey,
-    dir_rel: &'a Path,
-    name: &'a std::ffi::OsStr,
-    c: CString,
+pub(crate) struct Parent<'a> {
+    pub(crate) dir: std::os::fd::OwnedFd,
+    pub(crate) key: FileKey,
+    pub(crate) dir_rel: &'a Path,
+    pub(crate) name: &'a std::ffi::OsStr,
+    pub(crate) c: CString,
 }
 
 /// The background evictor: sleeps until usage passes the high watermark,

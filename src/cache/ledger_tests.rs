@@ -203,3 +203,105 @@ fn evictable_bytes_follow_the_lru() {
     l.remove(k(1));
     assert_eq!(l.evictable_bytes(), 0);
 }
+
+// ---- reconcile support
+
+fn lru_order(l: &mut Ledger) -> Vec<u64> {
+    victims(l)
+}
+
+#[test]
+fn adopt_counts_a_new_file_once_and_never_overrides_a_known_one() {
+    let mut l = Ledger::new(1000);
+    block(&mut l, 1, 10);
+    assert!(l.adopt(k(2), 20, true, "e/2.bin".into()));
+    assert!(!l.adopt(k(1), 99, true, "e/1.bin".into()), "a known key is left alone");
+    assert!(l.adopt(k(3), 5, false, "e/x.tmp".into()));
+    assert_eq!(l.usage(), 35);
+    assert_eq!(l.counts().block_files, 2);
+    assert_eq!(l.get(&k(1)).unwrap().path.as_deref(), Some(Path::new("d/1.bin")));
+    // an adopted block's first touch stamps its mtime at once
+    assert!(l.touch(k(2), 0, 60).is_some());
+}
+
+#[test]
+fn drop_unused_spares_open_and_evicting_entries() {
+    let mut l = Ledger::new(1000);
+    for n in 1..=3 {
+        block(&mut l, n, 10);
+    }
+    l.pin(k(2)).unwrap();
+    let (v, _) = l.take_victim().unwrap();
+    assert_eq!(v, k(1));
+    assert!(l.begin_evict(v));
+    let unused = l.unused_keys();
+    assert_eq!(unused, vec![k(3)], "only live, unopened entries are candidates");
+    assert_eq!(l.drop_unused(k(2)), 0, "an open file is never dropped");
+    assert_eq!(l.drop_unused(k(1)), 0, "an entry being evicted is the evictor's");
+    assert_eq!(l.drop_unused(k(3)), 10);
+    assert_eq!(l.usage(), 20);
+    assert_eq!(l.unused_path(&k(3)), None);
+    assert_eq!(l.unused_path(&k(2)), None);
+}
+
+#[test]
+fn restore_path_makes_a_block_evictable_again() {
+    let mut l = Ledger::new(1000);
+    block(&mut l, 1, 10);
+    l.forget_path(k(1));
+    assert!(l.take_victim().is_none());
+    assert!(l.restore_path(k(1), "d/renamed.bin".into(), true));
+    assert!(!l.restore_path(k(1), "d/other.bin".into(), true), "a known path is kept");
+    assert_eq!(l.take_victim().unwrap().1, PathBuf::from("d/renamed.bin"));
+}
+
+#[test]
+fn adopted_blocks_take_their_mtime_place_in_the_lru() {
+    let mut l = Ledger::new(1000);
+    // known blocks 1, 2, 3 (oldest first) with walk mtimes 10, 20, 30
+    for n in 1..=3 {
+        block(&mut l, n, 10);
+    }
+    let mtime = |key: &FileKey| Some(key.ino as i128 * 10);
+    // 4 at mtime 25 goes between 2 and 3; 5 at 5 first; 6 at 15 between 1 and 2
+    for n in 4..=6 {
+        l.adopt(k(n), 10, true, format!("e/{n}.bin").into());
+    }
+    l.place_by_mtime(&[(k(4), 25), (k(5), 5), (k(6), 15)], mtime);
+    assert_eq!(lru_order(&mut l), vec![5, 1, 6, 2, 4, 3]);
+}
+
+#[test]
+fn adopted_blocks_older_or_newer_than_all_go_to_the_ends() {
+    let mut l = Ledger::new(1000);
+    for n in 1..=3 {
+        block(&mut l, n, 10);
+    }
+    let mtime = |key: &FileKey| Some(key.ino as i128 * 10);
+    for n in [7, 8, 9] {
+        l.adopt(k(n), 10, true, format!("e/{n}.bin").into());
+    }
+    // 7 and 8 older than everything (in reverse name order), 9 newer
+    l.place_by_mtime(&[(k(8), 1), (k(7), 2)], mtime);
+    l.place_by_mtime(&[(k(9), 100)], mtime);
+    assert_eq!(lru_order(&mut l), vec![8, 7, 1, 2, 3, 9]);
+}
+
+#[test]
+fn begin_remove_refuses_an_open_file_and_guards_an_unknown_one() {
+    let mut l = Ledger::new(1000);
+    l.upsert(k(1), 10, false, Some("a.tmp".into()), 0);
+    l.pin(k(1)).unwrap();
+    assert!(!l.begin_remove(k(1), 10), "an open temporary is never removed");
+    l.unpin(k(1));
+    assert!(l.begin_remove(k(1), 10));
+    assert_eq!(l.pin(k(1)), Err(Gone), "an open racing the removal answers ENOENT");
+    assert_eq!(l.finish_evict(k(1)), 10);
+    // unknown to the ledger: indexed, then guarded the same way
+    assert!(l.begin_remove(k(2), 30));
+    assert_eq!(l.usage(), 30);
+    assert_eq!(l.pin(k(2)), Err(Gone));
+    l.abort_evict(k(2));
+    assert_eq!(l.usage(), 30, "a failed removal keeps the file counted");
+    assert_eq!(l.pin(k(2)), Ok(false));
+}

@@ -136,7 +136,8 @@ impl Core {
                 "\"files\":{},\"block_files\":{},\"evictable\":{},\"open_handles\":{},",
                 "\"evictions\":{},\"evicted_bytes\":{},\"evict_skipped\":{},\"enospc\":{},",
                 "\"block_opens\":{},\"lookup_misses\":{},\"stamps\":{},\"stamps_pending\":{},",
-                "\"uptime_seconds\":{}}}"
+                "\"uptime_seconds\":{},",
+                "\"reconciles\":{},\"reconcile_fixes\":{},\"stale_tmp_removed\":{}}}"
             ),
             c.usage,
             max,
@@ -155,6 +156,9 @@ impl Core {
             Stats::get(&s.stamps),
             self.stamper.pending(),
             self.now(),
+            Stats::get(&s.reconciles),
+            Stats::get(&s.reconcile_fixes),
+            Stats::get(&s.stale_tmp_removed),
         )
     }
 }

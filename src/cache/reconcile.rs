@@ -1,0 +1,433 @@
+//! Periodic reconcile: re-walks BACKING and brings the ledger back to what is
+//! really there after changes made behind the daemon's back (an external
+//! reaper, an operator's `rm` or `cp`, a second boundfs mount over the same
+//! BACKING), and removes stale engine temporaries.
+//!
+//! One pass (every `reconcile_interval`, default 60 s; 0 disables):
+//! 1. snapshot the keys of live, unopened entries (only these may be dropped:
+//!    an entry created during the walk is never a candidate);
+//! 2. walk BACKING through directory fds (`fstatat(AT_SYMLINK_NOFOLLOW)`,
+//!    subdirectories opened with `openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)`):
+//!    a symlink is indexed as a symlink and never followed;
+//! 3. drop: a snapshot key the walk did not see is verified under its
+//!    directory's stripe (the lock create, rename and eviction take): if its
+//!    name no longer holds it, it leaves usage (never with an open handle);
+//! 4. adopt: a file the ledger does not know is verified the same way and
+//!    indexed; a block file takes its place in the LRU by its mtime;
+//! 5. fix sizes (re-read with `fstat` just before) and restore lost names;
+//! 6. remove stale temporaries: regular files named like an engine's
+//!    temporary ([`TMP_PATTERNS`]), with one link, an mtime older than
+//!    `stale_tmp` (default 1 h; 0 disables) and no open handle through the
+//!    mount, with eviction's protocol: name verified under the stripe, ledger
+//!    `begin_remove` (an open racing it answers ENOENT), truncate, unlink.
+//!    Until then they count toward usage like every file.
+//!
+//! Then the evictor is woken if usage is above the high watermark, so two
+//! mounts over one BACKING see each other's files within one interval.
+
+use std::collections::HashSet;
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fuser::Errno;
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use parking_lot::{Condvar, Mutex};
+
+use crate::cache::ledger::FileKey;
+use crate::fs::{Core, key_of, sys};
+use crate::stats::Stats;
+
+/// Names of engine temporaries, from the engines' store paths (see
+/// ENGINES.md): vLLM and llm-d write `<dest>_<random>.tmp` (and vLLM's
+/// O_DIRECT probe `.o_direct_probe_<random>.tmp`), SGLang HiCache writes
+/// `<path>.tmp.<pid>.<tid>.<uuid>`.
+pub const TMP_PATTERNS: &[&str] = &["*.tmp", "*.tmp.*"];
+
+/// What one pass found and changed (counts of files, sizes in bytes).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PassReport {
+    /// Objects seen by the walk, BACKING included.
+    pub objects: u64,
+    /// Files indexed that the ledger did not know.
+    pub adopted: u64,
+    /// Bytes they added to usage.
+    pub adopted_bytes: u64,
+    /// Entries whose file was gone.
+    pub dropped: u64,
+    /// Bytes they took out of usage.
+    pub dropped_bytes: u64,
+    /// Entries whose allocated size was corrected.
+    pub resized: u64,
+    /// Entries that got back a name eviction can use.
+    pub restored: u64,
+    /// Stale temporaries removed.
+    pub stale_removed: u64,
+    /// Bytes they freed.
+    pub stale_bytes: u64,
+    /// Directories that could not be read (permissions, a symlink swapped in, races).
+    pub unreadable: u64,
+}
+
+impl PassReport {
+    /// Whether the pass changed the ledger or BACKING.
+    pub fn changed(&self) -> bool {
+        self.adopted + self.dropped + self.resized + self.restored + self.stale_removed > 0
+    }
+}
+
+/// A file the walk found, with what the ledger needs to index it.
+struct Found {
+    key: FileKey,
+    mtime: i128,
+    block: bool,
+    path: PathBuf,
+}
+
+/// The walk's findings, classified against the ledger.
+#[derive(Default)]
+struct Walk {
+    /// Every key seen with its mtime (ns), sorted by key after the walk.
+    seen: Vec<(FileKey, i128)>,
+    /// Unknown to the ledger.
+    new: Vec<Found>,
+    /// Known, with another size (key, path).
+    resize: Vec<(FileKey, PathBuf)>,
+    /// Known live entries without a path (key, path, is a block).
+    restore: Vec<(FileKey, PathBuf, bool)>,
+    /// Stale temporary candidates (key, path).
+    stale: Vec<(FileKey, PathBuf)>,
+    objects: u64,
+    unreadable: u64,
+}
+
+/// The reconcile state kept between passes.
+pub struct Reconciler {
+    tmp: GlobSet,
+    stale_after: Option<Duration>,
+    /// Path-less entries the previous pass did not see (dropped when missed twice).
+    missed: HashSet<FileKey>,
+}
+
+fn mtime_ns(st: &libc::stat) -> i128 {
+    i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec)
+}
+
+impl Reconciler {
+    /// A reconciler removing temporaries older than `stale_tmp` (zero: never).
+    pub fn new(stale_tmp: Duration) -> Self {
+        let mut b = GlobSetBuilder::new();
+        for p in TMP_PATTERNS {
+            if let Ok(g) = Glob::new(p) {
+                b.add(g);
+            }
+        }
+        Reconciler {
+            tmp: b.build().unwrap_or_else(|_| GlobSet::empty()),
+            stale_after: (!stale_tmp.is_zero()).then_some(stale_tmp),
+            missed: HashSet::new(),
+        }
+    }
+
+    /// Whether `name` looks like an engine temporary (see [`TMP_PATTERNS`]).
+    pub fn is_tmp_name(&self, name: &OsStr) -> bool {
+        self.tmp.is_match(Path::new(name))
+    }
+
+    /// One reconcile pass over `core`'s BACKING (see the module docs).
+    pub fn pass(&mut self, core: &Core) -> PassReport {
+        let mut snapshot = core.ledger.lock().unused_keys();
+        let cutoff = self.stale_after.and_then(|d| SystemTime::now().checked_sub(d)).map(|t| {
+            let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+            d.as_nanos() as i128
+        });
+        let mut w = self.walk(core, cutoff);
+        w.seen.sort_unstable_by_key(|(k, _)| *k);
+        let mut r = PassReport { objects: w.objects, unreadable: w.unreadable, ..Default::default() };
+        snapshot.sort_unstable();
+        let seen = |k: &FileKey| w.seen.binary_search_by_key(k, |(k2, _)| *k2).ok().map(|i| w.seen[i].1);
+
+        let mut missed_now = HashSet::new();
+        for key in snapshot.into_iter().filter(|k| seen(k).is_none()) {
+            let n = self.drop_if_gone(core, key, &mut missed_now);
+            if n.is_some() {
+                r.dropped += 1;
+                r.dropped_bytes += n.unwrap_or(0);
+            }
+        }
+        self.missed = missed_now;
+
+        let mut placed = Vec::new();
+        for f in &w.new {
+            if let Some(size) = verify(core, f.key, &f.path) {
+                if core.ledger.lock().adopt(f.key, size, f.block, f.path.clone()) {
+                    r.adopted += 1;
+                    r.adopted_bytes += size;
+                    if f.block {
+                        placed.push((f.key, f.mtime));
+                    }
+                }
+            }
+        }
+        if !placed.is_empty() {
+            core.ledger.lock().place_by_mtime(&placed, seen);
+        }
+        for (key, path) in &w.resize {
+            let Some(size) = stat_beneath(core, *key, path) else { continue };
+            let mut l = core.ledger.lock();
+            if l.get(key).is_some_and(|e| e.size != size) {
+                l.set_size(*key, size);
+                r.resized += 1;
+            }
+        }
+        for (key, path, block) in &w.restore {
+            if stat_beneath(core, *key, path).is_some() && core.ledger.lock().restore_path(*key, path.clone(), *block) {
+                r.restored += 1;
+            }
+        }
+        if let Some(cutoff) = cutoff {
+            for (key, path) in &w.stale {
+                if let Some(n) = remove_stale(core, *key, path, cutoff) {
+                    r.stale_removed += 1;
+                    r.stale_bytes += n;
+                }
+            }
+        }
+        if r.changed() {
+            core.maybe_wake_evictor();
+        }
+        r
+    }
+
+    /// Drops `key` (not seen by the walk) if its file is really gone.
+    /// Returns the bytes dropped, or None when it was kept.
+    fn drop_if_gone(&self, core: &Core, key: FileKey, missed_now: &mut HashSet<FileKey>) -> Option<u64> {
+        let path = core.ledger.lock().unused_path(&key)?;
+        let Some(rel) = path else {
+            // No name to check: gone if the kernel's fd says so, or if two
+            // passes in a row did not see it.
+            let gone = match core.inodes.ino_of(&key).and_then(|ino| core.inodes.get(ino)) {
+                Some(i) => sys::fstat(i.fd()).is_ok_and(|st| st.st_nlink == 0),
+                None => self.missed.contains(&key),
+            };
+            if !gone {
+                missed_now.insert(key);
+                return None;
+            }
+            return drop_unused_at(core, key, None);
+        };
+        match core.parent_of(&rel) {
+            Some(p) => {
+                let _g = core.dirlocks.lock(&[p.key]);
+                match sys::fstatat(p.dir.as_fd(), &p.c) {
+                    Ok(st) if key_of(&st) == key => None,
+                    _ => drop_unused_at(core, key, Some(&rel)),
+                }
+            }
+            // Its directory is gone (or is no longer a directory beneath BACKING).
+            None => drop_unused_at(core, key, Some(&rel)),
+        }
+    }
+
+    /// Walks BACKING, classifying every object against the ledger, one
+    /// directory batch per ledger lock.
+    fn walk(&self, core: &Core, cutoff: Option<i128>) -> Walk {
+        let mut w = Walk::default();
+        let root = core.root();
+        if let Ok(st) = sys::fstat(root.fd()) {
+            self.classify(core, &mut w, cutoff, vec![(st, PathBuf::new())]);
+        }
+        let mut stack = vec![PathBuf::new()];
+        while let Some(rel) = stack.pop() {
+            let Ok(dir) = sys::open_beneath(root.fd(), &rel, libc::O_RDONLY | libc::O_DIRECTORY) else {
+                w.unreadable += 1;
+                continue;
+            };
+            loop {
+                let batch = match sys::getdents(dir.as_raw_fd()) {
+                    Ok(b) if b.is_empty() => break,
+                    Ok(b) => b,
+                    Err(_) => {
+                        w.unreadable += 1;
+                        break;
+                    }
+                };
+                let mut objs = Vec::with_capacity(batch.len());
+                for e in batch {
+                    if e.name == b"." || e.name == b".." {
+                        continue;
+                    }
+                    let Ok(c) = CString::new(e.name.clone()) else { continue };
+                    let Ok(st) = sys::fstatat(dir.as_fd(), &c) else { continue };
+                    let path = rel.join(OsStr::from_bytes(&e.name));
+                    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+                        stack.push(path.clone());
+                    }
+                    objs.push((st, path));
+                }
+                self.classify(core, &mut w, cutoff, objs);
+            }
+        }
+        w
+    }
+
+    fn classify(&self, core: &Core, w: &mut Walk, cutoff: Option<i128>, objs: Vec<(libc::stat, PathBuf)>) {
+        let l = core.ledger.lock();
+        for (st, path) in objs {
+            w.objects += 1;
+            let (key, size, mtime) = (key_of(&st), sys::allocated(&st), mtime_ns(&st));
+            let fmt = st.st_mode & libc::S_IFMT;
+            let name = path.file_name().unwrap_or_default();
+            let block = fmt == libc::S_IFREG && core.is_block_name(name);
+            w.seen.push((key, mtime));
+            match l.get(&key) {
+                None => w.new.push(Found { key, mtime, block, path: path.clone() }),
+                Some(e) => {
+                    if e.size != size {
+                        w.resize.push((key, path.clone()));
+                    }
+                    if e.path.is_none() && e.state == crate::cache::ledger::State::Live && !path.as_os_str().is_empty()
+                    {
+                        w.restore.push((key, path.clone(), block));
+                    }
+                }
+            }
+            let stale = cutoff.is_some_and(|c| mtime < c);
+            if stale && fmt == libc::S_IFREG && !block && st.st_nlink == 1 && self.is_tmp_name(name) {
+                w.stale.push((key, path));
+            }
+        }
+    }
+}
+
+/// [`Ledger::drop_unused`](crate::cache::ledger::Ledger::drop_unused) if the
+/// entry still has the path the check was made on. Returns the bytes dropped.
+fn drop_unused_at(core: &Core, key: FileKey, rel: Option<&Path>) -> Option<u64> {
+    let mut l = core.ledger.lock();
+    if l.unused_path(&key)?.as_deref() != rel {
+        return None;
+    }
+    Some(l.drop_unused(key))
+}
+
+/// The allocated size of `rel` if it (resolved beneath BACKING, no symlink
+/// followed) is still the object `key`.
+fn stat_beneath(core: &Core, key: FileKey, rel: &Path) -> Option<u64> {
+    let fd = sys::open_beneath(core.root().fd(), rel, libc::O_PATH).ok()?;
+    let st = sys::fstat(fd.as_fd()).ok()?;
+    (key_of(&st) == key).then(|| sys::allocated(&st))
+}
+
+/// Like [`stat_beneath`], under the stripe of `rel`'s directory, so the
+/// answer holds against a concurrent unlink or rename through the mount.
+fn verify(core: &Core, key: FileKey, rel: &Path) -> Option<u64> {
+    if rel.as_os_str().is_empty() {
+        return stat_beneath(core, key, rel);
+    }
+    let p = core.parent_of(rel)?;
+    let _g = core.dirlocks.lock(&[p.key]);
+    let st = sys::fstatat(p.dir.as_fd(), &p.c).ok()?;
+    (key_of(&st) == key).then(|| sys::allocated(&st))
+}
+
+/// Removes the stale temporary `rel` with eviction's protocol (see the
+/// module docs). Returns the bytes freed, or None when it was kept (renamed,
+/// replaced, touched, opened, or could not be removed).
+fn remove_stale(core: &Core, key: FileKey, rel: &Path, cutoff: i128) -> Option<u64> {
+    let p = core.parent_of(rel)?;
+    let guard = core.dirlocks.lock(&[p.key]);
+    let st = sys::fstatat(p.dir.as_fd(), &p.c).ok()?;
+    let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+    if key_of(&st) != key || !regular || st.st_nlink != 1 || mtime_ns(&st) >= cutoff {
+        return None;
+    }
+    if !core.ledger.lock().begin_remove(key, sys::allocated(&st)) {
+        return None;
+    }
+    // As eviction does: the kernel may still hold the inode, so free the bytes first.
+    if let Ok(fd) = sys::openat(p.dir.as_fd(), &p.c, libc::O_WRONLY, 0) {
+        let _ = sys::ftruncate(fd.as_raw_fd(), 0);
+    }
+    let freed = match sys::unlinkat(p.dir.as_fd(), &p.c, 0) {
+        Ok(()) => core.ledger.lock().finish_evict(key),
+        Err(e) if e == Errno::ENOENT => {
+            core.ledger.lock().finish_evict(key);
+            return None;
+        }
+        Err(e) => {
+            core.ledger.lock().abort_evict(key);
+            log::warn!("could not remove stale temporary {}: {e:?}; keeping it", rel.display());
+            return None;
+        }
+    };
+    drop(guard);
+    log::debug!("removed stale temporary {}", rel.display());
+    if let Some(pino) = core.inodes.ino_of(&p.key) {
+        core.inval.push(pino, p.name.to_os_string());
+    }
+    Some(freed)
+}
+
+/// Wakes the reconcile thread early to stop it.
+#[derive(Default)]
+pub struct Stopper {
+    stopped: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Stopper {
+    /// Asks the thread to stop (it finishes the pass in progress first).
+    pub fn stop(&self) {
+        *self.stopped.lock() = true;
+        self.cv.notify_all();
+    }
+
+    /// Sleeps up to `d`; true once stopped.
+    fn sleep(&self, d: Duration) -> bool {
+        let mut s = self.stopped.lock();
+        if !*s {
+            self.cv.wait_for(&mut s, d);
+        }
+        *s
+    }
+}
+
+/// The reconcile thread: one pass every `interval` until `stop`.
+pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration, stop: Arc<Stopper>) {
+    while !stop.sleep(interval) {
+        let t0 = Instant::now();
+        let r = rec.pass(&core);
+        Stats::add(&core.stats.reconciles, 1);
+        Stats::add(&core.stats.reconcile_fixes, r.adopted + r.dropped + r.resized + r.restored);
+        Stats::add(&core.stats.stale_tmp_removed, r.stale_removed);
+        let msg = format!(
+            "reconcile: {} objects in {:.3}s; adopted {} ({} bytes), dropped {} ({} bytes), resized {}, \
+             renamed {}, stale temporaries removed {} ({} bytes), unreadable dirs {}; usage now {} of {}",
+            r.objects,
+            t0.elapsed().as_secs_f64(),
+            r.adopted,
+            r.adopted_bytes,
+            r.dropped,
+            r.dropped_bytes,
+            r.resized,
+            r.restored,
+            r.stale_removed,
+            r.stale_bytes,
+            r.unreadable,
+            core.ledger.lock().usage(),
+            core.policy.max_size,
+        );
+        if r.changed() {
+            log::info!("{msg}");
+        } else {
+            log::debug!("{msg}");
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "reconcile_tests.rs"]
+mod tests;

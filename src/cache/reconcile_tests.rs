@@ -1,0 +1,182 @@
+//! Reconcile passes on a real backing directory (no mount): files changed
+//! behind the daemon, stale temporaries, symlinks, open handles.
+
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use filetime::FileTime;
+use fuser::{Errno, INodeNo};
+
+use super::Reconciler;
+use crate::cache::ledger::Ledger;
+use crate::cache::policy::Policy;
+use crate::config::build_matcher;
+use crate::fs::{Caller, Core, key_of, sys};
+
+fn core(dir: &Path, max: u64) -> Core {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    assert!(fd >= 0);
+    let root = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let key = key_of(&sys::fstat(root.as_fd()).unwrap());
+    let m = build_matcher(&["*.bin".into()]).unwrap();
+    let mut ledger = Ledger::new(max);
+    crate::cache::scan::scan(&root, &m, &mut ledger);
+    let policy = Policy { max_size: max, high_watermark: 0.95, low_watermark: 0.9 };
+    Core::new(dir.canonicalize().unwrap(), root, key, ledger, policy, m, Duration::from_secs(60))
+}
+
+const ROOT: INodeNo = INodeNo(1);
+const ME: Caller = Caller { uid: 0, gid: 0 };
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn store(c: &Core, name: &str, bytes: &[u8]) {
+    let (_, fh) = c.create(ROOT, OsStr::new(name), 0o644, libc::O_WRONLY, ME).unwrap();
+    assert_eq!(c.write(fh, 0, bytes).unwrap() as usize, bytes.len());
+    c.release(fh);
+}
+
+/// du of the tree, as the ledger should count it.
+fn du(p: &Path) -> u64 {
+    let out = std::process::Command::new("du").args(["-s", "--block-size=1"]).arg(p).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().parse().unwrap()
+}
+
+fn set_age(p: &Path, secs_ago: u64) {
+    let t = SystemTime::now() - Duration::from_secs(secs_ago);
+    filetime::set_symlink_file_times(p, FileTime::from_system_time(t), FileTime::from_system_time(t)).unwrap();
+}
+
+fn victims(c: &Core) -> Vec<String> {
+    let mut l = c.ledger.lock();
+    std::iter::from_fn(|| l.take_victim().map(|(_, p)| p.display().to_string())).collect()
+}
+
+#[test]
+fn files_added_and_removed_behind_the_daemon_are_counted_again() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    store(&c, "mine.bin", &[1u8; 8192]);
+    std::fs::create_dir(d.path().join("ext")).unwrap();
+    std::fs::write(d.path().join("ext/a.bin"), [2u8; 64 << 10]).unwrap();
+    std::fs::write(d.path().join("ext/cfg.json"), b"{}").unwrap();
+    std::fs::remove_file(d.path().join("mine.bin")).unwrap();
+    assert_ne!(c.ledger.lock().usage(), du(d.path()));
+    let r = Reconciler::new(HOUR).pass(&c);
+    assert_eq!((r.adopted, r.dropped), (3, 1), "{r:?}");
+    assert_eq!(c.ledger.lock().usage(), du(d.path()));
+    // the adopted block is evictable, the other file is not
+    assert_eq!(victims(&c), vec!["ext/a.bin".to_string()]);
+    // a second pass finds nothing to do
+    let r = Reconciler::new(HOUR).pass(&c);
+    assert!(!r.changed(), "{r:?}");
+}
+
+#[test]
+fn a_size_changed_behind_the_daemon_is_corrected() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    store(&c, "k.bin", &[1u8; 4096]);
+    std::fs::write(d.path().join("k.bin"), vec![3u8; 256 << 10]).unwrap();
+    let r = Reconciler::new(HOUR).pass(&c);
+    assert_eq!(r.resized, 1, "{r:?}");
+    assert_eq!(c.ledger.lock().usage(), du(d.path()));
+}
+
+#[test]
+fn adopted_blocks_are_evicted_in_mtime_order_among_known_ones() {
+    let d = tempfile::tempdir().unwrap();
+    for (name, age) in [("k1.bin", 300), ("k2.bin", 200), ("k3.bin", 100)] {
+        std::fs::write(d.path().join(name), b"x").unwrap();
+        set_age(&d.path().join(name), age);
+    }
+    let c = core(d.path(), 1 << 30);
+    for (name, age) in [("e_old.bin", 1000), ("e_mid.bin", 150), ("e_new.bin", 0)] {
+        std::fs::write(d.path().join(name), b"y").unwrap();
+        set_age(&d.path().join(name), age);
+    }
+    Reconciler::new(HOUR).pass(&c);
+    assert_eq!(victims(&c), ["e_old.bin", "k1.bin", "k2.bin", "e_mid.bin", "k3.bin", "e_new.bin"]);
+}
+
+#[test]
+fn stale_temporaries_go_unless_open_fresh_linked_or_not_regular() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("target.tmp"), b"outside").unwrap();
+    set_age(&outside.path().join("target.tmp"), 7200);
+    for name in ["a.bin_1f2e.tmp", "h.bin.tmp.12.34.5678", "open.tmp", "fresh.tmp", "linked.tmp", "old.bin"] {
+        std::fs::write(p.join(name), [7u8; 8192]).unwrap();
+    }
+    std::fs::hard_link(p.join("linked.tmp"), p.join("linked-too")).unwrap();
+    std::fs::create_dir(p.join("dir.tmp")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("target.tmp"), p.join("link.tmp")).unwrap();
+    for name in ["a.bin_1f2e.tmp", "h.bin.tmp.12.34.5678", "open.tmp", "linked.tmp", "old.bin", "dir.tmp", "link.tmp"] {
+        set_age(&p.join(name), 7200);
+    }
+    let c = core(p, 1 << 30);
+    let ino = c.lookup(ROOT, OsStr::new("open.tmp")).unwrap().ino;
+    let fh = c.open(ino, libc::O_RDONLY).unwrap();
+    let r = Reconciler::new(HOUR).pass(&c);
+    assert_eq!(r.stale_removed, 2, "{r:?}");
+    for gone in ["a.bin_1f2e.tmp", "h.bin.tmp.12.34.5678"] {
+        assert!(!p.join(gone).exists(), "{gone} should be removed");
+    }
+    for kept in ["open.tmp", "fresh.tmp", "linked.tmp", "old.bin", "dir.tmp"] {
+        assert!(p.join(kept).exists(), "{kept} must stay");
+    }
+    assert!(p.join("link.tmp").symlink_metadata().is_ok(), "a symlink is never removed as a temporary");
+    assert_eq!(std::fs::read(outside.path().join("target.tmp")).unwrap(), b"outside");
+    assert_eq!(c.ledger.lock().usage(), du(p));
+    // the open one goes once closed, by a later pass
+    c.release(fh);
+    assert_eq!(Reconciler::new(HOUR).pass(&c).stale_removed, 1);
+    assert!(!p.join("open.tmp").exists());
+    // and an open arriving after the removal says ENOENT
+    assert_eq!(c.open(ino, libc::O_RDONLY).err(), Some(Errno::ENOENT));
+    // stale_tmp = 0 removes nothing
+    std::fs::write(p.join("b.tmp"), b"z").unwrap();
+    set_age(&p.join("b.tmp"), 7200);
+    assert_eq!(Reconciler::new(Duration::ZERO).pass(&c).stale_removed, 0);
+    assert!(p.join("b.tmp").exists());
+}
+
+#[test]
+fn an_open_file_unlinked_behind_the_daemon_stays_counted_until_closed() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    store(&c, "k.bin", &[1u8; 64 << 10]);
+    let ino = c.lookup(ROOT, OsStr::new("k.bin")).unwrap().ino;
+    let fh = c.open(ino, libc::O_RDONLY).unwrap();
+    let before = c.ledger.lock().usage();
+    std::fs::remove_file(d.path().join("k.bin")).unwrap();
+    let r = Reconciler::new(HOUR).pass(&c);
+    assert_eq!(r.dropped, 0, "an entry with an open handle is never dropped");
+    assert_eq!(c.ledger.lock().usage(), before);
+    assert_eq!(c.read(fh, 0, 4).unwrap(), vec![1u8; 4]);
+    c.release(fh);
+    // closed: its kernel-held inode has no link left, so the next pass drops it
+    let r = Reconciler::new(HOUR).pass(&c);
+    assert_eq!(r.dropped, 1, "{r:?}");
+    assert_eq!(c.ledger.lock().usage(), du(d.path()));
+}
+
+#[test]
+fn a_directory_swapped_for_a_symlink_is_not_walked() {
+    let d = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("x.bin"), [1u8; 64 << 10]).unwrap();
+    std::fs::write(outside.path().join("y.tmp"), b"old").unwrap();
+    set_age(&outside.path().join("y.tmp"), 7200);
+    std::fs::create_dir(d.path().join("sub")).unwrap();
+    let c = core(d.path(), 1 << 30);
+    std::fs::remove_dir(d.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), d.path().join("sub")).unwrap();
+    let r = Reconciler::new(HOUR).pass(&c);
+    assert_eq!(r.stale_removed, 0);
+    assert!(outside.path().join("y.tmp").exists());
+    assert_eq!(c.ledger.lock().usage(), du(d.path()), "the outside files are not counted");
+}
