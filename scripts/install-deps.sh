@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what boundfs's demo and tests use from Debian: getfattr (attr) to
-# read the status xattr, fuse3 for fusermount3 (non-root mounts). Idempotent.
+# read the status xattr, fuse3 for fusermount3 (non-root mounts); and from
+# crates.io the File System eXerciser (fsx, pinned) that tests/sh/60-fsx.sh
+# runs.  Idempotent: what is already there (same fsx version) is skipped.
 set -euo pipefail
+FSX_VERSION=0.3.2
 need=()
 command -v getfattr >/dev/null || need+=(attr)
 command -v fusermount3 >/dev/null || need+=(fuse3)
@@ -10,4 +13,10 @@ if ((${#need[@]})); then
     echo "installing: ${need[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+fsx=$(command -v fsx || echo "${CARGO_HOME:-$HOME/.cargo}/bin/fsx")
+if ! [ -x "$fsx" ] || [ "$("$fsx" --version 2>/dev/null)" != "fsx $FSX_VERSION" ]; then
+    # about 1.5 minutes of compiling on 2 cores, once per machine
+    echo "installing fsx $FSX_VERSION (cargo install)"
+    cargo install --quiet --locked fsx --version "$FSX_VERSION"
 fi
