@@ -85,7 +85,8 @@ pub fn run(opts: &Options) -> Result<(), String> {
         ];
         fuser::Session::new(fs, &opts.mountpoint, &cfg)
     }
-    .map_err(|e| format!("mount at {} failed: {e}", opts.mountpoint.display()))?;
+    // fusermount3's message ends with a newline: keep the error one line.
+    .map_err(|e| format!("mount at {} failed: {}", opts.mountpoint.display(), e.to_string().trim_end()))?;
     core.inval.set_notifier(session.notifier());
     let mut unmounter = session.unmount_callable();
     log::info!(

@@ -327,3 +327,21 @@ mkblock_old() {
 # start the common environment
 bfs_require_env
 bfs_setup
+
+# ---------------------------------------------------------------- another user
+# bfs_user: an unprivileged user for the tests, created if missing (skip if it
+# cannot be).  Sets BFS_USER, BFS_UID, BFS_GID and makes $BFS_TMP traversable.
+bfs_user() {
+    BFS_USER=boundfs-test
+    if ! id -u "$BFS_USER" >/dev/null 2>&1; then
+        useradd --system --no-create-home --shell /usr/sbin/nologin "$BFS_USER" 2>/dev/null ||
+            skip "cannot create the test user $BFS_USER (useradd)"
+    fi
+    BFS_UID=$(id -u "$BFS_USER"); BFS_GID=$(id -g "$BFS_USER")
+    command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+    chmod 755 "$BFS_TMP"
+}
+# as_user CMD...: run CMD as $BFS_USER (no capabilities)
+as_user() { setpriv --reuid="$BFS_UID" --regid="$BFS_GID" --init-groups --inh-caps=-all -- "$@"; }
+# a python the test user can run (root's pyenv is not reachable by others)
+BFS_USER_PY=$(command -v /usr/bin/python3 || echo "$PY")
