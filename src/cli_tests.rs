@@ -83,3 +83,23 @@ fn mountpoint_inside_backing_is_refused() {
     assert!(crate::config::check_paths(b.path(), b.path()).is_err());
     assert!(crate::config::check_paths(&b.path().join("missing"), &inner).is_err());
 }
+
+#[test]
+fn reconcile_and_stale_tmp_options() {
+    let o = parse(&["-o", "max_size=1M"]).unwrap();
+    assert_eq!((o.reconcile_interval.as_secs(), o.stale_tmp.as_secs()), (60, 3600));
+    let o = parse(&["-o", "max_size=1M,reconcile_interval=0,stale_tmp=90m"]).unwrap();
+    assert_eq!((o.reconcile_interval.as_secs(), o.stale_tmp.as_secs()), (0, 5400));
+    let o = parse(&["--max-size", "1M", "--reconcile-interval", "5s", "--stale-tmp", "0"]).unwrap();
+    assert_eq!((o.reconcile_interval.as_secs(), o.stale_tmp.as_secs()), (5, 0));
+    for bad in ["reconcile_interval=500ms", "stale_tmp=10ms", "reconcile_interval=-1s", "stale_tmp=1hx"] {
+        assert!(parse(&["-o", &format!("max_size=1M,{bad}")]).is_err(), "{bad} accepted");
+    }
+}
+
+#[test]
+fn allow_other_given_twice_is_refused_like_every_key() {
+    assert!(parse(&["-o", "max_size=1M,allow_other"]).unwrap().allow_other);
+    let e = parse(&["-o", "max_size=1M,allow_other", "--allow-other"]).unwrap_err();
+    assert!(e.0.contains("twice"), "{e}");
+}

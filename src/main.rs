@@ -13,7 +13,12 @@ fn main() {
                 std::process::exit(0);
             }
             let text = e.to_string();
-            let line = text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: ");
+            // clap lists missing arguments on the lines after the first: keep
+            // them, on one line, and stop at the usage text.
+            let parts: Vec<&str> =
+                text.lines().map(str::trim).take_while(|l| !l.is_empty() && !l.starts_with("Usage:")).collect();
+            let line = parts.join(" ");
+            let line = line.trim_start_matches("error: ");
             eprintln!("boundfs: error: {line} (see boundfs --help)");
             std::process::exit(2);
         }

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Bad input (table-driven): each case must print exactly one line on stderr,
-# exit with status 2 within 10 s, and leave nothing mounted.
+# Bad input (table-driven, every option of src/cli.rs, both spellings): empty,
+# zero, negative, overflow, wrong unit, garbage after a number, unknown key,
+# duplicated key, bad paths.  Each case must print exactly one line on
+# stderr, exit with status 2 within 10 s, and leave nothing mounted.  Then
+# boundary values that are valid must mount.
 . "$(dirname "$0")/lib.sh"
 
 B="$BACKING"; M="$MNT"
@@ -26,31 +29,105 @@ no arguments                  |
 only backing                  | -f "$B"
 no options at all             | -f "$B" "$M"
 max_size missing              | -f "$B" "$M" -o high_watermark=0.9
+max_size empty                | -f "$B" "$M" -o max_size=
 max_size=0                    | -f "$B" "$M" -o max_size=0
 max_size=0M                   | -f "$B" "$M" -o max_size=0M
 max_size negative             | -f "$B" "$M" -o max_size=-5M
+max_size overflow (2^64)      | -f "$B" "$M" -o max_size=18446744073709551616
+max_size overflow (16E)       | -f "$B" "$M" -o max_size=16E
+max_size wrong unit           | -f "$B" "$M" -o max_size=24Q
+max_size garbage after        | -f "$B" "$M" -o max_size=24Gx
 max_size unparseable          | -f "$B" "$M" -o max_size=lots
-max_size empty                | -f "$B" "$M" -o max_size=
+max_size hex                  | -f "$B" "$M" -o max_size=0x10
+max_size twice                | -f "$B" "$M" -o max_size=1M,max_size=2M
+max_size -o and --max-size    | -f "$B" "$M" -o max_size=1M --max-size 2M
+--max-size twice              | -f "$B" "$M" --max-size 1M --max-size 2M
+--max-size empty              | -f "$B" "$M" --max-size ''
 --max-size 0                  | -f "$B" "$M" --max-size 0
 --max-size garbage            | -f "$B" "$M" --max-size 12QB
+high_watermark empty          | -f "$B" "$M" -o "$OK,high_watermark="
 high_watermark=0              | -f "$B" "$M" -o "$OK,high_watermark=0"
+high_watermark negative       | -f "$B" "$M" -o "$OK,high_watermark=-0.5"
 high_watermark=1.5            | -f "$B" "$M" -o "$OK,high_watermark=1.5"
-high_watermark=-0.5           | -f "$B" "$M" -o "$OK,high_watermark=-0.5"
+high_watermark overflow       | -f "$B" "$M" -o "$OK,high_watermark=1e999"
+high_watermark=nan            | -f "$B" "$M" -o "$OK,high_watermark=nan"
+high_watermark percent        | -f "$B" "$M" -o "$OK,high_watermark=95%"
+high_watermark garbage after  | -f "$B" "$M" -o "$OK,high_watermark=0.9x"
 high_watermark=abc            | -f "$B" "$M" -o "$OK,high_watermark=abc"
+high_watermark twice          | -f "$B" "$M" -o "$OK,high_watermark=0.9,high_watermark=0.95"
+--high-watermark empty        | -f "$B" "$M" --max-size 1M --high-watermark ''
+low_watermark empty           | -f "$B" "$M" -o "$OK,low_watermark="
 low_watermark=0               | -f "$B" "$M" -o "$OK,low_watermark=0"
+low_watermark negative        | -f "$B" "$M" -o "$OK,low_watermark=-0.1"
 low_watermark=1.01            | -f "$B" "$M" -o "$OK,low_watermark=1.01,high_watermark=1"
+low_watermark overflow        | -f "$B" "$M" -o "$OK,low_watermark=1e999"
+low_watermark percent         | -f "$B" "$M" -o "$OK,low_watermark=90%"
+low_watermark garbage after   | -f "$B" "$M" -o "$OK,low_watermark=0.5x"
+low_watermark twice           | -f "$B" "$M" -o "$OK,low_watermark=0.5,low_watermark=0.6"
 low > high                    | -f "$B" "$M" -o "$OK,high_watermark=0.8,low_watermark=0.9"
 low == high                   | -f "$B" "$M" -o "$OK,high_watermark=0.8,low_watermark=0.8"
 low >= default high 0.95      | -f "$B" "$M" -o "$OK,low_watermark=0.96"
 --low-watermark > --high      | -f "$B" "$M" --max-size 64M --high-watermark 0.5 --low-watermark 0.6
+pattern empty                 | -f "$B" "$M" -o "$OK,pattern="
+--pattern empty               | -f "$B" "$M" --max-size 64M --pattern ''
+pattern with a slash          | -f "$B" "$M" -o "$OK,pattern=kv/*.bin"
+pattern invalid glob          | -f "$B" "$M" -o "$OK,pattern=[abc"
+pattern one of two empty      | -f "$B" "$M" -o "$OK,pattern=*.bin,pattern="
+stamp_interval empty          | -f "$B" "$M" -o "$OK,stamp_interval="
+stamp_interval negative       | -f "$B" "$M" -o "$OK,stamp_interval=-1s"
+stamp_interval overflow       | -f "$B" "$M" -o "$OK,stamp_interval=99999999999999999999999s"
+stamp_interval wrong unit     | -f "$B" "$M" -o "$OK,stamp_interval=5x"
+stamp_interval garbage after  | -f "$B" "$M" -o "$OK,stamp_interval=60sx"
+stamp_interval unparseable    | -f "$B" "$M" -o "$OK,stamp_interval=soon"
+stamp_interval twice          | -f "$B" "$M" -o "$OK,stamp_interval=1s,stamp_interval=2s"
+--stamp-interval empty        | -f "$B" "$M" --max-size 1M --stamp-interval ''
+threads empty                 | -f "$B" "$M" -o "$OK,threads="
+threads=0                     | -f "$B" "$M" -o "$OK,threads=0"
+threads negative              | -f "$B" "$M" -o "$OK,threads=-1"
+threads too many              | -f "$B" "$M" -o "$OK,threads=257"
+threads overflow              | -f "$B" "$M" -o "$OK,threads=99999999999999999999"
+threads with a unit           | -f "$B" "$M" -o "$OK,threads=2k"
+threads fraction              | -f "$B" "$M" -o "$OK,threads=1.5"
+threads twice                 | -f "$B" "$M" -o "$OK,threads=1,threads=2"
+--threads 0                   | -f "$B" "$M" --max-size 1M --threads 0
+reconcile_interval empty      | -f "$B" "$M" -o "$OK,reconcile_interval="
+reconcile_interval negative   | -f "$B" "$M" -o "$OK,reconcile_interval=-1s"
+reconcile_interval too short  | -f "$B" "$M" -o "$OK,reconcile_interval=500ms"
+reconcile_interval overflow   | -f "$B" "$M" -o "$OK,reconcile_interval=99999999999999999999999s"
+reconcile_interval wrong unit | -f "$B" "$M" -o "$OK,reconcile_interval=5x"
+reconcile_interval garbage    | -f "$B" "$M" -o "$OK,reconcile_interval=60sx"
+reconcile_interval twice      | -f "$B" "$M" -o "$OK,reconcile_interval=1s,reconcile_interval=2s"
+--reconcile-interval short    | -f "$B" "$M" --max-size 1M --reconcile-interval 1ms
+stale_tmp empty               | -f "$B" "$M" -o "$OK,stale_tmp="
+stale_tmp negative            | -f "$B" "$M" -o "$OK,stale_tmp=-1h"
+stale_tmp too short           | -f "$B" "$M" -o "$OK,stale_tmp=10ms"
+stale_tmp overflow            | -f "$B" "$M" -o "$OK,stale_tmp=99999999999999999999999h"
+stale_tmp wrong unit          | -f "$B" "$M" -o "$OK,stale_tmp=1hr2"
+stale_tmp garbage after       | -f "$B" "$M" -o "$OK,stale_tmp=1h!"
+stale_tmp twice               | -f "$B" "$M" -o "$OK,stale_tmp=1h,stale_tmp=2h"
+--stale-tmp empty             | -f "$B" "$M" --max-size 1M --stale-tmp ''
+allow_other with a value      | -f "$B" "$M" -o "$OK,allow_other=1"
+allow_other empty value       | -f "$B" "$M" -o "$OK,allow_other="
+allow_other twice             | -f "$B" "$M" -o "$OK,allow_other,allow_other"
+allow_other -o and flag       | -f "$B" "$M" -o "$OK,allow_other" --allow-other
+--allow-other twice           | -f "$B" "$M" -o "$OK" --allow-other --allow-other
 unknown -o option             | -f "$B" "$M" -o "$OK,bogus=1"
 unknown -o flag               | -f "$B" "$M" -o "$OK,frobnicate"
+unknown key, dash spelling    | -f "$B" "$M" -o "max-size=64M"
+unknown key, upper case       | -f "$B" "$M" -o "MAX_SIZE=64M"
 unknown long flag             | -f "$B" "$M" -o "$OK" --bogus
-empty pattern                 | -f "$B" "$M" -o "$OK,pattern="
-empty --pattern               | -f "$B" "$M" --max-size 64M --pattern ''
-bad stamp_interval            | -f "$B" "$M" -o "$OK,stamp_interval=soon"
+long flag with underscore     | -f "$B" "$M" --max_size 64M
+-f twice                      | -f -f "$B" "$M" -o "$OK"
+extra positional argument     | -f "$B" "$M" extra -o "$OK"
 TABLE
 )
+
+if "$BOUNDFS" --help 2>&1 | grep -q passthrough; then
+    CASES+=$'\n''passthrough empty             | -f "$B" "$M" -o "$OK,passthrough="'
+    CASES+=$'\n''passthrough unknown value     | -f "$B" "$M" -o "$OK,passthrough=maybe"'
+    CASES+=$'\n''passthrough=0                 | -f "$B" "$M" -o "$OK,passthrough=0"'
+    CASES+=$'\n''passthrough twice             | -f "$B" "$M" -o "$OK,passthrough=off,passthrough=auto"'
+fi
 
 mounts_before=$(bfs_count_mounts)
 failures=0; n=0
@@ -85,5 +162,9 @@ log "$n bad-input cases, $failures wrong"
 bfs_mount max_size=64M,high_watermark=1,low_watermark=0.99
 bfs_unmount
 bfs_mount max_size=1,high_watermark=0.01,low_watermark=0.005
+bfs_unmount
+bfs_mount max_size=1M,stamp_interval=0,reconcile_interval=0,stale_tmp=0,threads=256
+bfs_unmount
+bfs_mount max_size=1M,reconcile_interval=1s,stale_tmp=1s,threads=1,pattern=*.bin,pattern=*.pt,rw,nofail,x-systemd.automount
 bfs_unmount
 log PASS
