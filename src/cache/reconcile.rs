@@ -219,16 +219,24 @@ impl Reconciler {
             }
             return drop_unused_at(core, key, None);
         };
-        match core.parent_of(&rel) {
-            Some(p) => {
-                let _g = core.dirlocks.lock(&[p.key]);
-                match sys::fstatat(p.dir.as_fd(), &p.c) {
-                    Ok(st) if key_of(&st) == key => None,
-                    _ => drop_unused_at(core, key, Some(&rel)),
-                }
-            }
-            // Its directory is gone (or is no longer a directory beneath BACKING).
-            None => drop_unused_at(core, key, Some(&rel)),
+        // Gone: no such name (or directory), another file under the name, or
+        // a symlink swapped in for a directory on the way (du no longer
+        // reaches it either). Any other error (EACCES …) keeps the entry.
+        let gone = |e: Errno| [libc::ENOENT, libc::ENOTDIR, libc::ELOOP, libc::EXDEV].contains(&e.code());
+        let (Some(name), Some(dir_rel)) = (rel.file_name(), rel.parent()) else { return None };
+        let c = CString::new(name.as_bytes()).ok()?;
+        let dir = match sys::open_beneath(core.root().fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY) {
+            Ok(d) => d,
+            Err(e) if gone(e) => return drop_unused_at(core, key, Some(&rel)),
+            Err(_) => return None,
+        };
+        let dkey = key_of(&sys::fstat(dir.as_fd()).ok()?);
+        let _g = core.dirlocks.lock(&[dkey]);
+        match sys::fstatat(dir.as_fd(), &c) {
+            Ok(st) if key_of(&st) == key => None,
+            Ok(_) => drop_unused_at(core, key, Some(&rel)),
+            Err(e) if gone(e) => drop_unused_at(core, key, Some(&rel)),
+            Err(_) => None,
         }
     }
 
