@@ -16,7 +16,7 @@ use crate::config::{self, ConfigError, Options, err};
     about = "Mount BACKING at MOUNTPOINT with a hard byte budget: least recently used block files are evicted",
     after_help = "Example: boundfs -f /data/kv /mnt/kv -o max_size=24G\n\
                   Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
-                  low_watermark, pattern, stamp_interval, threads, allow_other."
+                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, allow_other."
 )]
 pub struct Args {
     /// Backing directory (where the files really live).
@@ -50,7 +50,17 @@ pub struct Args {
     /// Let other users access the mount.
     #[arg(long)]
     pub allow_other: bool,
+    /// Kernel passthrough of reads (Linux >= 6.9, root): auto or off [default: auto].
+    #[arg(long, value_name = "auto|off")]
+    pub passthrough: Option<String>,
+    /// How long the kernel caches entries, misses and attributes [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub attr_timeout: Option<String>,
 }
+
+/// The `-o` keys that take a value.
+const KEYS: &[&str] =
+    &["max_size", "high_watermark", "low_watermark", "pattern", "stamp_interval", "threads", "passthrough", "attr_timeout"];
 
 /// mount(8)/fstab options that are not boundfs's: accepted, ignored.
 const MOUNT_GENERIC: &[&str] = &[
@@ -72,6 +82,8 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
     flag("low_watermark", &args.low_watermark, &mut kv);
     flag("stamp_interval", &args.stamp_interval, &mut kv);
     flag("threads", &args.threads, &mut kv);
+    flag("passthrough", &args.passthrough, &mut kv);
+    flag("attr_timeout", &args.attr_timeout, &mut kv);
     for p in &args.pattern {
         kv.push(("pattern".into(), p.clone()));
     }
@@ -93,9 +105,7 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                 }
                 (k, Some(v)) if is_key(k) => kv.push((k.to_string(), v.to_string())),
                 (k, _) => {
-                    return err(format!(
-                        "unknown option '{k}'; known: max_size, high_watermark, low_watermark, pattern, stamp_interval, threads, allow_other"
-                    ));
+                    return err(format!("unknown option '{k}'; known: {}, allow_other", KEYS.join(", ")));
                 }
             }
         }
@@ -104,7 +114,7 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
 }
 
 fn is_key(k: &str) -> bool {
-    matches!(k, "max_size" | "high_watermark" | "low_watermark" | "pattern" | "stamp_interval" | "threads")
+    KEYS.contains(&k)
 }
 
 fn build(
@@ -148,6 +158,14 @@ fn build(
         Some(v) => config::parse_count("threads", v, 256)?,
         None => std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
+    let passthrough = match get("passthrough") {
+        Some(v) => config::parse_auto_off("passthrough", v)?,
+        None => true,
+    };
+    let attr_timeout = match get("attr_timeout") {
+        Some(v) => config::parse_duration("attr_timeout", v)?,
+        None => config::DEFAULT_ATTR_TIMEOUT,
+    };
     let (backing, mountpoint) = config::check_paths(&backing, &mountpoint)?;
     Ok(Options {
         backing,
@@ -160,6 +178,8 @@ fn build(
         threads,
         allow_other,
         foreground,
+        passthrough,
+        attr_timeout,
     })
 }
 

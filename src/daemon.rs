@@ -71,7 +71,7 @@ pub fn run(opts: &Options) -> Result<(), String> {
     cfg.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     cfg.n_threads = Some(opts.threads);
     cfg.clone_fd = true;
-    let fs = BoundFs::new(core.clone());
+    let fs = BoundFs::new(core.clone(), opts.attr_timeout, opts.passthrough);
     let mut session = if unsafe { libc::geteuid() } == 0 {
         // As root, mount(2) directly so the type reads fuse.boundfs in
         // /proc/mounts, as mount(8) and fstab expect.

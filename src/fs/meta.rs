@@ -135,7 +135,7 @@ impl Core {
                 "{{\"usage\":{},\"max_size\":{},\"high_watermark\":{},\"low_watermark\":{},",
                 "\"files\":{},\"block_files\":{},\"evictable\":{},\"open_handles\":{},",
                 "\"evictions\":{},\"evicted_bytes\":{},\"evict_skipped\":{},\"enospc\":{},",
-                "\"block_opens\":{},\"lookup_misses\":{},\"stamps\":{},\"stamps_pending\":{},",
+                "\"block_opens\":{},\"lookup_misses\":{},\"passthrough_opens\":{},\"stamps\":{},\"stamps_pending\":{},",
                 "\"uptime_seconds\":{}}}"
             ),
             c.usage,
@@ -152,6 +152,7 @@ impl Core {
             Stats::get(&s.enospc),
             Stats::get(&s.block_opens),
             Stats::get(&s.lookup_misses),
+            Stats::get(&s.passthrough_opens),
             Stats::get(&s.stamps),
             self.stamper.pending(),
             self.now(),

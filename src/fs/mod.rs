@@ -43,10 +43,6 @@ pub use meta::{STATS_XATTR, StatFs, Xattr};
 /// Result of a core operation: a value or the errno to answer.
 pub type OpResult<T> = Result<T, Errno>;
 
-/// How long the kernel may cache entries and attributes. Evictions and every
-/// change made behind the kernel's back are invalidated explicitly.
-pub const TTL: Duration = Duration::from_secs(1);
-
 /// An open file handle: the backing fd and the object it belongs to.
 pub struct Handle {
     /// Backing file opened with the client's flags (O_DIRECT stripped).
