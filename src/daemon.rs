@@ -127,7 +127,14 @@ pub fn run(opts: &Options) -> Result<(), String> {
         workers.push(thread::Builder::new().name("invalidator".into()).spawn(move || c.inval.run()));
         let (c, s) = (core.clone(), stop.clone());
         workers.push(thread::Builder::new().name("stamper".into()).spawn(move || {
-            c.stamper.run(&stamp_root, || s.load(Ordering::Relaxed), |n| Stats::add(&c.stats.stamps, n))
+            // The kernel caches attributes for attr_timeout: show it the new mtimes.
+            let stamped = |keys: &[_]| {
+                Stats::add(&c.stats.stamps, keys.len() as u64);
+                keys.iter().filter_map(|k| c.inodes.ino_of(k)).for_each(|ino| {
+                    c.inval.push_attrs(ino);
+                });
+            };
+            c.stamper.run(&stamp_root, || s.load(Ordering::Relaxed), stamped)
         }));
     }
     core.maybe_wake_evictor();
