@@ -92,6 +92,20 @@ pub struct Ledger {
     max_size: u64,
     block_files: u64,
     open_handles: u64,
+    /// While the start-up index is incomplete: an upper bound of the backing
+    /// tree's usage (bytes used on BACKING's filesystem at mount, plus every
+    /// reservation granted since), which reservations are checked against.
+    indexing_bound: Option<u64>,
+}
+
+/// Why [`Ledger::reserve`] refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// `committed() + bytes` would pass the budget by this many bytes.
+    Short(u64),
+    /// The start-up index is incomplete and its bound leaves no room: wait
+    /// for the index, then ask again.
+    Indexing,
 }
 
 impl Ledger {
@@ -106,6 +120,60 @@ impl Ledger {
             max_size,
             block_files: 0,
             open_handles: 0,
+            indexing_bound: None,
+        }
+    }
+
+    /// Starts the start-up index: until [`Ledger::indexed`], reservations are
+    /// granted only while `used_bound` (bytes; at least the backing tree's
+    /// usage now, e.g. the used bytes of BACKING's filesystem) plus all
+    /// reservations granted since stays within the budget.
+    pub fn start_indexing(&mut self, used_bound: u64) {
+        self.indexing_bound = Some(used_bound);
+    }
+
+    /// The start-up index is complete: usage is exact again.
+    pub fn indexed(&mut self) {
+        self.indexing_bound = None;
+    }
+
+    /// Whether the start-up index is still being built.
+    pub fn indexing(&self) -> bool {
+        self.indexing_bound.is_some()
+    }
+
+    /// Records an object found by the start-up index, unless it is known
+    /// already (a request saw it first). It counts in usage at once but stays
+    /// out of the LRU (parked) until [`Ledger::order_indexed`] places it by
+    /// its mtime, or a touch makes it most recent. Returns whether it was new.
+    pub fn index(&mut self, key: FileKey, size: u64, block: bool, path: Option<PathBuf>) -> bool {
+        if self.entries.contains_key(&key) {
+            return false;
+        }
+        self.usage += size;
+        self.block_files += u64::from(block);
+        let path = path.map(PathBuf::into_boxed_path);
+        let e = Entry { size, block, opens: 0, state: State::Live, path, parked: true, stamped_at: 0 };
+        self.entries.insert(key, e);
+        true
+    }
+
+    /// Puts indexed block files that nothing has touched since at the cold
+    /// end of the LRU, `newest_first` (by mtime), so the oldest ends up least
+    /// recent: they are all older than anything used since the mount.
+    pub fn order_indexed(&mut self, newest_first: &[FileKey]) {
+        for &key in newest_first {
+            let Some(e) = self.entries.get_mut(&key) else { continue };
+            if !e.parked {
+                continue;
+            }
+            e.parked = false;
+            if Self::evictable(e) {
+                let size = e.size;
+                self.lru.push(key, ());
+                self.lru.demote(&key);
+                self.lru_bytes += size;
+            }
         }
     }
 
@@ -369,6 +437,20 @@ impl Ledger {
         if after > self.max_size {
             return Err(Shortfall(after - self.max_size));
         }
+        self.reserved += bytes;
+        Ok(())
+    }
+
+    /// [`Ledger::reserve`], checked while the start-up index is incomplete
+    /// against the index's usage bound instead. Errors: [`Refused`].
+    pub fn reserve_checked(&mut self, bytes: u64) -> Result<(), Refused> {
+        let Some(bound) = self.indexing_bound else {
+            return self.reserve(bytes).map_err(|s| Refused::Short(s.0));
+        };
+        if bound.saturating_add(bytes) > self.max_size {
+            return Err(Refused::Indexing);
+        }
+        self.indexing_bound = Some(bound + bytes);
         self.reserved += bytes;
         Ok(())
     }
