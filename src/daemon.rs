@@ -51,7 +51,7 @@ pub fn run(opts: &Options) -> Result<(), String> {
     let root_st = sys::fstat(root_fd.as_fd()).map_err(|e| format!("stat {}: {e:?}", opts.backing.display()))?;
     ledger.upsert(key_of(&root_st), sys::allocated(&root_st), false, None, 0);
     let used_bound = sys::fstatvfs(root_fd.as_fd())
-        .map(|v| (v.f_blocks - v.f_bfree) as u64 * v.f_frsize as u64)
+        .map(|v| (v.f_blocks - v.f_bfree) * v.f_frsize)
         .map_err(|e| format!("statfs {}: {e:?}", opts.backing.display()))?;
     ledger.start_indexing(used_bound);
     let policy =

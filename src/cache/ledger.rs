@@ -5,13 +5,12 @@
 //!
 //! Invariant: a key is in the LRU list iff its entry is `Live`, is a block file,
 //! has no open handle (`opens == 0`), has a known path and is not parked. So the
-//! least recently used evictable block is always `lru.peek_lru()`: choosing a
+//! least recently used evictable block is always the LRU list's cold end: choosing a
 //! victim is O(1) and never scans the index.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use lru::LruCache;
+use super::table::Table;
 
 /// Identity of a backing object: `(st_dev, st_ino)`. Hard links share one key,
 /// so a file with two names is counted once, as du counts it.
@@ -54,6 +53,23 @@ pub struct Entry {
     parked: bool,
     /// Seconds (of the caller's clock, +1 so 0 means never) of the last mtime stamp.
     stamped_at: u32,
+    /// In the LRU list (kept by [`super::table::Table`]).
+    pub(super) linked: bool,
+    /// The table slot holds this entry (false: a free slot).
+    pub(super) used: bool,
+}
+
+impl Entry {
+    /// A live entry of `size` bytes with no handle, not yet in the LRU.
+    fn new(size: u64, block: bool, path: Option<PathBuf>, parked: bool, stamped_at: u32) -> Self {
+        let path = path.map(PathBuf::into_boxed_path);
+        Entry { size, block, opens: 0, state: State::Live, path, parked, stamped_at, linked: false, used: true }
+    }
+
+    /// An empty entry (size 0, not a block, no path).
+    pub(super) fn placeholder() -> Self {
+        Entry::new(0, false, None, false, 0)
+    }
 }
 
 /// Why a reservation could not be granted: the bytes missing.
@@ -83,11 +99,11 @@ pub struct LedgerCounts {
 
 /// The index of the backing tree. See the module docs for the invariant.
 pub struct Ledger {
-    entries: HashMap<FileKey, Entry>,
-    lru: LruCache<FileKey, ()>,
+    /// Entries, and the LRU list of the evictable ones.
+    entries: Table,
     usage: u64,
     reserved: u64,
-    /// Bytes of the entries in `lru` (what eviction could free now).
+    /// Bytes of the entries in the LRU list (what eviction could free now).
     lru_bytes: u64,
     max_size: u64,
     block_files: u64,
@@ -112,8 +128,7 @@ impl Ledger {
     /// An empty ledger for a budget of `max_size` bytes.
     pub fn new(max_size: u64) -> Self {
         Ledger {
-            entries: HashMap::new(),
-            lru: LruCache::unbounded(),
+            entries: Table::default(),
             usage: 0,
             reserved: 0,
             lru_bytes: 0,
@@ -152,9 +167,7 @@ impl Ledger {
         }
         self.usage += size;
         self.block_files += u64::from(block);
-        let path = path.map(PathBuf::into_boxed_path);
-        let e = Entry { size, block, opens: 0, state: State::Live, path, parked: true, stamped_at: 0 };
-        self.entries.insert(key, e);
+        self.entries.insert(key, Entry::new(size, block, path, true, 0));
         true
     }
 
@@ -170,8 +183,7 @@ impl Ledger {
             e.parked = false;
             if Self::evictable(e) {
                 let size = e.size;
-                self.lru.push(key, ());
-                self.lru.demote(&key);
+                self.entries.lru_put_cold(&key);
                 self.lru_bytes += size;
             }
         }
@@ -209,7 +221,7 @@ impl Ledger {
             reserved: self.reserved,
             files: self.entries.len() as u64,
             block_files: self.block_files,
-            evictable: self.lru.len() as u64,
+            evictable: self.entries.lru_len() as u64,
             open_handles: self.open_handles,
         }
     }
@@ -222,9 +234,9 @@ impl Ledger {
     /// that (re)enters goes in as most recent.
     fn sync_lru(&mut self, key: FileKey) {
         let want = self.entries.get(&key).is_some_and(Self::evictable);
-        let has = self.lru.contains(&key);
+        let has = self.entries.lru_contains(&key);
         if want && !has {
-            self.lru.put(key, ());
+            self.entries.lru_put_hot(&key);
             self.lru_bytes += self.entries.get(&key).map_or(0, |e| e.size);
         } else if !want && has {
             self.lru_pop(key);
@@ -233,7 +245,7 @@ impl Ledger {
 
     /// Takes `key` out of the LRU (if there), keeping `lru_bytes` in step.
     fn lru_pop(&mut self, key: FileKey) {
-        if self.lru.pop(&key).is_some() {
+        if self.entries.lru_remove(&key) {
             self.lru_bytes -= self.entries.get(&key).map_or(0, |e| e.size);
         }
     }
@@ -246,7 +258,7 @@ impl Ledger {
     /// Applies a size change of `key` (from `old` to `new` bytes) to the totals.
     fn resize(&mut self, key: FileKey, old: u64, new: u64) {
         self.usage = self.usage - old + new;
-        if self.lru.contains(&key) {
+        if self.entries.lru_contains(&key) {
             self.lru_bytes = self.lru_bytes - old + new;
         }
     }
@@ -280,18 +292,7 @@ impl Ledger {
                 if block {
                     self.block_files += 1;
                 }
-                self.entries.insert(
-                    key,
-                    Entry {
-                        size,
-                        block,
-                        opens: 0,
-                        state: State::Live,
-                        path: path.map(PathBuf::into_boxed_path),
-                        parked: false,
-                        stamped_at: now.saturating_add(1),
-                    },
-                );
+                self.entries.insert(key, Entry::new(size, block, path, false, now.saturating_add(1)));
             }
         }
         self.sync_lru(key);
@@ -328,7 +329,7 @@ impl Ledger {
         } else {
             None
         };
-        if self.lru.promote(&key) {
+        if self.entries.lru_promote(&key) {
             return stamp;
         }
         self.sync_lru(key);
@@ -342,15 +343,10 @@ impl Ledger {
     /// [`Ledger::upsert`] or removes with [`Ledger::mark_unlinked`] + [`Ledger::unpin`].
     pub fn pin(&mut self, key: FileKey) -> Result<bool, Gone> {
         let new = !self.entries.contains_key(&key);
-        let e = self.entries.entry(key).or_insert_with(|| Entry {
-            size: 0,
-            block: false,
-            opens: 0,
-            state: State::Live,
-            path: None,
-            parked: false,
-            stamped_at: 0,
-        });
+        if new {
+            self.entries.insert(key, Entry::placeholder());
+        }
+        let Some(e) = self.entries.get_mut(&key) else { return Err(Gone) };
         if e.state == State::Evicting {
             return Err(Gone);
         }
@@ -465,7 +461,7 @@ impl Ledger {
     /// calls [`Ledger::begin_evict`]; if it gives up it calls [`Ledger::park`]
     /// or [`Ledger::forget_path`].
     pub fn take_victim(&mut self) -> Option<(FileKey, PathBuf)> {
-        while let Some((key, ())) = self.lru.pop_lru() {
+        while let Some(key) = self.entries.lru_pop_cold() {
             self.lru_bytes -= self.entries.get(&key).map_or(0, |e| e.size);
             if let Some(p) = self.entries.get(&key).and_then(|e| e.path.as_deref()) {
                 return Some((key, p.to_path_buf()));
