@@ -16,7 +16,8 @@ use crate::config::{self, ConfigError, Options, err};
     about = "Mount BACKING at MOUNTPOINT with a hard byte budget: least recently used block files are evicted",
     after_help = "Example: boundfs -f /data/kv /mnt/kv -o max_size=24G\n\
                   Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
-                  low_watermark, pattern, stamp_interval, threads, reconcile_interval, stale_tmp, allow_other."
+                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, reconcile_interval,
+                  stale_tmp, allow_other."
 )]
 pub struct Args {
     /// Backing directory (where the files really live).
@@ -58,7 +59,27 @@ pub struct Args {
     /// Let other users access the mount.
     #[arg(long)]
     pub allow_other: bool,
+    /// Kernel passthrough of reads (Linux >= 6.9, root): auto or off [default: auto].
+    #[arg(long, value_name = "auto|off")]
+    pub passthrough: Option<String>,
+    /// How long the kernel caches entries, misses and attributes [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub attr_timeout: Option<String>,
 }
+
+/// The `-o` keys that take a value.
+const KEYS: &[&str] = &[
+    "max_size",
+    "high_watermark",
+    "low_watermark",
+    "pattern",
+    "stamp_interval",
+    "threads",
+    "passthrough",
+    "attr_timeout",
+    "reconcile_interval",
+    "stale_tmp",
+];
 
 /// mount(8)/fstab options that are not boundfs's: accepted, ignored.
 const MOUNT_GENERIC: &[&str] = &[
@@ -80,6 +101,8 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
     flag("low_watermark", &args.low_watermark, &mut kv);
     flag("stamp_interval", &args.stamp_interval, &mut kv);
     flag("threads", &args.threads, &mut kv);
+    flag("passthrough", &args.passthrough, &mut kv);
+    flag("attr_timeout", &args.attr_timeout, &mut kv);
     flag("reconcile_interval", &args.reconcile_interval, &mut kv);
     flag("stale_tmp", &args.stale_tmp, &mut kv);
     for p in &args.pattern {
@@ -106,9 +129,7 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                 }
                 (k, Some(v)) if is_key(k) => kv.push((k.to_string(), v.to_string())),
                 (k, _) => {
-                    return err(format!(
-                        "unknown option '{k}'; known: max_size, high_watermark, low_watermark, pattern, stamp_interval, threads, reconcile_interval, stale_tmp, allow_other"
-                    ));
+                    return err(format!("unknown option '{k}'; known: {}, allow_other", KEYS.join(", ")));
                 }
             }
         }
@@ -117,17 +138,7 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
 }
 
 fn is_key(k: &str) -> bool {
-    matches!(
-        k,
-        "max_size"
-            | "high_watermark"
-            | "low_watermark"
-            | "pattern"
-            | "stamp_interval"
-            | "threads"
-            | "reconcile_interval"
-            | "stale_tmp"
-    )
+    KEYS.contains(&k)
 }
 
 fn build(
@@ -171,6 +182,14 @@ fn build(
         Some(v) => config::parse_count("threads", v, 256)?,
         None => std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
+    let passthrough = match get("passthrough") {
+        Some(v) => config::parse_auto_off("passthrough", v)?,
+        None => true,
+    };
+    let attr_timeout = match get("attr_timeout") {
+        Some(v) => config::parse_duration("attr_timeout", v)?,
+        None => config::DEFAULT_ATTR_TIMEOUT,
+    };
     let reconcile_interval = match get("reconcile_interval") {
         Some(v) => config::parse_interval("reconcile_interval", v, std::time::Duration::from_secs(1))?,
         None => config::DEFAULT_RECONCILE_INTERVAL,
@@ -193,6 +212,8 @@ fn build(
         stale_tmp,
         allow_other,
         foreground,
+        passthrough,
+        attr_timeout,
     })
 }
 

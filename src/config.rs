@@ -15,6 +15,12 @@ pub const DEFAULT_LOW_WATERMARK: f64 = 0.90;
 pub const DEFAULT_PATTERN: &str = "*.bin";
 /// Default `stamp_interval`: at most one mtime stamp per file per minute.
 pub const DEFAULT_STAMP_INTERVAL: Duration = Duration::from_secs(60);
+/// Default `attr_timeout`: how long the kernel may cache entries (including
+/// "no such file") and attributes. Long, so that repeated existence probes
+/// never reach the daemon; what the daemon changes itself (eviction, mtime
+/// stamps) is invalidated explicitly, so only changes made in BACKING behind
+/// the mount's back can be seen this late.
+pub const DEFAULT_ATTR_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default `reconcile_interval`: BACKING is re-walked once a minute (see `cache::reconcile`).
 pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(60);
 /// Default `stale_tmp`: engine temporaries untouched for an hour are removed.
@@ -62,6 +68,11 @@ pub struct Options {
     pub allow_other: bool,
     /// Stay in the foreground (`-f`).
     pub foreground: bool,
+    /// Kernel passthrough for read-only opens (`passthrough=auto`), or
+    /// daemon-side I/O only (`passthrough=off`).
+    pub passthrough: bool,
+    /// Kernel entry and attribute cache timeout (`attr_timeout`).
+    pub attr_timeout: Duration,
 }
 
 impl Options {
@@ -130,6 +141,15 @@ pub fn parse_duration(key: &str, v: &str) -> Result<Duration, ConfigError> {
         return Ok(Duration::from_secs(secs));
     }
     humantime::parse_duration(t).or_else(|e| err(format!("{key}: '{v}' is not a duration ({e}); e.g. 60s, 5m, 1h")))
+}
+
+/// Parses `auto` (true) or `off` (false).
+pub fn parse_auto_off(key: &str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim() {
+        "auto" => Ok(true),
+        "off" => Ok(false),
+        _ => err(format!("{key}: '{v}' is not auto or off; e.g. {key}=off")),
+    }
 }
 
 /// Parses an interval that is either 0 (off) or at least `min`, as

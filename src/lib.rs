@@ -9,4 +9,5 @@ pub mod daemon;
 pub mod fs;
 pub mod fuse;
 pub mod notify;
+pub mod passthrough;
 pub mod stats;

@@ -20,6 +20,8 @@ pub struct Stats {
     pub lookup_misses: AtomicU64,
     /// mtime stamps written.
     pub stamps: AtomicU64,
+    /// Opens answered with kernel passthrough.
+    pub passthrough_opens: AtomicU64,
     /// Reconcile passes over BACKING (see `cache::reconcile`).
     pub reconciles: AtomicU64,
     /// Ledger entries a reconcile pass corrected (adopted, dropped, resized, renamed).

@@ -178,6 +178,13 @@ pub(crate) struct Parent<'a> {
 /// The background evictor: sleeps until usage passes the high watermark,
 /// then evicts down to the low watermark. Runs until `stop` returns true.
 pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
+    // Background eviction waits for the start-up index, which sets the LRU
+    // order (writes that need room meanwhile wait for it in `Core::reserve`).
+    while !core.wait_indexed_for(Duration::from_secs(1)) {
+        if stop() {
+            return;
+        }
+    }
     loop {
         {
             let (m, cv) = &core.evict_wake;

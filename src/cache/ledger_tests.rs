@@ -204,6 +204,35 @@ fn evictable_bytes_follow_the_lru() {
     assert_eq!(l.evictable_bytes(), 0);
 }
 
+#[test]
+fn indexed_blocks_count_at_once_and_go_behind_everything_used_since() {
+    let mut l = Ledger::new(1000);
+    l.start_indexing(0);
+    block(&mut l, 9, 10); // created through the mount during the index
+    for n in 1..=4 {
+        assert!(l.index(k(n), 10, true, Some(PathBuf::from(format!("d/{n}.bin")))));
+    }
+    assert!(!l.index(k(9), 10, true, None), "a key a request saw first is kept");
+    assert_eq!(l.usage(), 50);
+    assert_eq!(l.evictable_bytes(), 10, "indexed blocks wait for their order");
+    l.touch(k(3), 0, 60); // looked up during the index: most recent
+    l.order_indexed(&[k(4), k(3), k(2), k(1)]); // newest mtime first
+    assert_eq!(victims(&mut l), vec![1, 2, 4, 9, 3]);
+}
+
+#[test]
+fn while_indexing_reservations_are_checked_against_the_bound() {
+    let mut l = Ledger::new(100);
+    l.start_indexing(60);
+    assert_eq!(l.reserve_checked(30), Ok(()));
+    l.release(30); // the write landed: its bytes stay in the bound
+    assert_eq!(l.reserve_checked(30), Err(Refused::Indexing), "60 + 30 + 30 > 100");
+    assert_eq!(l.reserve_checked(10), Ok(()));
+    l.indexed();
+    assert_eq!(l.reserve_checked(80), Ok(()), "exact usage (0) once indexed");
+    assert_eq!(l.reserve_checked(30), Err(Refused::Short(20)));
+}
+
 // ---- reconcile support
 
 fn lru_order(l: &mut Ledger) -> Vec<u64> {
@@ -214,9 +243,9 @@ fn lru_order(l: &mut Ledger) -> Vec<u64> {
 fn adopt_counts_a_new_file_once_and_never_overrides_a_known_one() {
     let mut l = Ledger::new(1000);
     block(&mut l, 1, 10);
-    assert!(l.adopt(k(2), 20, true, "e/2.bin".into()));
-    assert!(!l.adopt(k(1), 99, true, "e/1.bin".into()), "a known key is left alone");
-    assert!(l.adopt(k(3), 5, false, "e/x.tmp".into()));
+    assert!(l.adopt(k(2), 20, true, Some("e/2.bin".into())));
+    assert!(!l.adopt(k(1), 99, true, Some("e/1.bin".into())), "a known key is left alone");
+    assert!(l.adopt(k(3), 5, false, None));
     assert_eq!(l.usage(), 35);
     assert_eq!(l.counts().block_files, 2);
     assert_eq!(l.get(&k(1)).unwrap().path.as_deref(), Some(Path::new("d/1.bin")));
@@ -265,7 +294,7 @@ fn adopted_blocks_take_their_mtime_place_in_the_lru() {
     let mtime = |key: &FileKey| Some(key.ino as i128 * 10);
     // 4 at mtime 25 goes between 2 and 3; 5 at 5 first; 6 at 15 between 1 and 2
     for n in 4..=6 {
-        l.adopt(k(n), 10, true, format!("e/{n}.bin").into());
+        l.adopt(k(n), 10, true, Some(format!("e/{n}.bin").into()));
     }
     l.place_by_mtime(&[(k(4), 25), (k(5), 5), (k(6), 15)], mtime);
     assert_eq!(lru_order(&mut l), vec![5, 1, 6, 2, 4, 3]);
@@ -279,7 +308,7 @@ fn adopted_blocks_older_or_newer_than_all_go_to_the_ends() {
     }
     let mtime = |key: &FileKey| Some(key.ino as i128 * 10);
     for n in [7, 8, 9] {
-        l.adopt(k(n), 10, true, format!("e/{n}.bin").into());
+        l.adopt(k(n), 10, true, Some(format!("e/{n}.bin").into()));
     }
     // 7 and 8 older than everything (in reverse name order), 9 newer
     l.place_by_mtime(&[(k(8), 1), (k(7), 2)], mtime);

@@ -7,3 +7,4 @@ pub mod policy;
 pub mod reconcile;
 pub mod scan;
 pub mod stamp;
+pub mod table;

@@ -11,10 +11,16 @@
 //!    a symlink is indexed as a symlink and never followed;
 //! 3. drop: a snapshot key the walk did not see is verified under its
 //!    directory's stripe (the lock create, rename and eviction take): if its
-//!    name no longer holds it, it leaves usage (never with an open handle);
+//!    name no longer holds it, it leaves usage (never with an open handle).
+//!    Entries without a path (only block files keep one) go when the
+//!    kernel's fd says the object has no link left, or after two passes in a
+//!    row did not see them;
 //! 4. adopt: a file the ledger does not know is verified the same way and
-//!    indexed; a block file takes its place in the LRU by its mtime;
-//! 5. fix sizes (re-read with `fstat` just before) and restore lost names;
+//!    indexed; a block file takes its place in the LRU by its mtime; the
+//!    kernel's cached entry for an adopted or dropped name is invalidated
+//!    (it may cache a miss for `attr_timeout`);
+//! 5. fix sizes (re-read with `fstat` just before) and give block files
+//!    that lost their name the one the walk found;
 //! 6. remove stale temporaries: regular files named like an engine's
 //!    temporary ([`TMP_PATTERNS`]), with one link, an mtime older than
 //!    `stale_tmp` (default 1 h; 0 disables) and no open handle through the
@@ -23,7 +29,8 @@
 //!    Until then they count toward usage like every file.
 //!
 //! Then the evictor is woken if usage is above the high watermark, so two
-//! mounts over one BACKING see each other's files within one interval.
+//! mounts over one BACKING see each other's files within one interval. No
+//! pass runs while the start-up index is still being built.
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsStr};
@@ -96,7 +103,7 @@ struct Walk {
     new: Vec<Found>,
     /// Known, with another size (key, path).
     resize: Vec<(FileKey, PathBuf)>,
-    /// Known live entries without a path (key, path, is a block).
+    /// Known live block files without a path (key, path, is a block).
     restore: Vec<(FileKey, PathBuf, bool)>,
     /// Stale temporary candidates (key, path).
     stale: Vec<(FileKey, PathBuf)>,
@@ -139,7 +146,15 @@ impl Reconciler {
 
     /// One reconcile pass over `core`'s BACKING (see the module docs).
     pub fn pass(&mut self, core: &Core) -> PassReport {
-        let mut snapshot = core.ledger.lock().unused_keys();
+        let mut snapshot = {
+            let l = core.ledger.lock();
+            if l.indexing() {
+                // The start-up index is still being built: it will count
+                // everything; a pass now would only race it.
+                return PassReport::default();
+            }
+            l.unused_keys()
+        };
         let cutoff = self.stale_after.and_then(|d| SystemTime::now().checked_sub(d)).map(|t| {
             let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
             d.as_nanos() as i128
@@ -162,13 +177,16 @@ impl Reconciler {
 
         let mut placed = Vec::new();
         for f in &w.new {
-            if let Some(size) = verify(core, f.key, &f.path) {
-                if core.ledger.lock().adopt(f.key, size, f.block, f.path.clone()) {
+            if let Some((size, dkey)) = verify(core, f.key, &f.path) {
+                // Like the start-up index, only block files keep a path (memory).
+                if core.ledger.lock().adopt(f.key, size, f.block, f.block.then(|| f.path.clone())) {
                     r.adopted += 1;
                     r.adopted_bytes += size;
                     if f.block {
                         placed.push((f.key, f.mtime));
                     }
+                    // The kernel may cache a miss for this name (attr_timeout).
+                    invalidate(core, dkey, &f.path);
                 }
             }
         }
@@ -232,12 +250,17 @@ impl Reconciler {
         };
         let dkey = key_of(&sys::fstat(dir.as_fd()).ok()?);
         let _g = core.dirlocks.lock(&[dkey]);
-        match sys::fstatat(dir.as_fd(), &c) {
+        let dropped = match sys::fstatat(dir.as_fd(), &c) {
             Ok(st) if key_of(&st) == key => None,
             Ok(_) => drop_unused_at(core, key, Some(&rel)),
             Err(e) if gone(e) => drop_unused_at(core, key, Some(&rel)),
             Err(_) => None,
+        };
+        if dropped.is_some() {
+            // The kernel may still cache the name (attr_timeout).
+            invalidate(core, dkey, &rel);
         }
+        dropped
     }
 
     /// Walks BACKING, classifying every object against the ledger, one
@@ -331,14 +354,23 @@ fn stat_beneath(core: &Core, key: FileKey, rel: &Path) -> Option<u64> {
 
 /// Like [`stat_beneath`], under the stripe of `rel`'s directory, so the
 /// answer holds against a concurrent unlink or rename through the mount.
-fn verify(core: &Core, key: FileKey, rel: &Path) -> Option<u64> {
+/// Returns the allocated size and the directory's key.
+fn verify(core: &Core, key: FileKey, rel: &Path) -> Option<(u64, FileKey)> {
     if rel.as_os_str().is_empty() {
-        return stat_beneath(core, key, rel);
+        return stat_beneath(core, key, rel).map(|n| (n, key));
     }
     let p = core.parent_of(rel)?;
     let _g = core.dirlocks.lock(&[p.key]);
     let st = sys::fstatat(p.dir.as_fd(), &p.c).ok()?;
-    (key_of(&st) == key).then(|| sys::allocated(&st))
+    (key_of(&st) == key).then(|| (sys::allocated(&st), p.key))
+}
+
+/// Asks the kernel to drop its cached entry for `rel`'s name, if it holds
+/// the directory `dkey`.
+fn invalidate(core: &Core, dkey: FileKey, rel: &Path) {
+    if let (Some(pino), Some(name)) = (core.inodes.ino_of(&dkey), rel.file_name()) {
+        core.inval.push(pino, name.to_os_string());
+    }
 }
 
 /// Removes the stale temporary `rel` with eviction's protocol (see the

@@ -100,19 +100,36 @@ impl Core {
         let h = self.handle(fh)?;
         let st = sys::fstat(h.fd.as_fd())?;
         let room = self.reserve(write_growth(&st, off, data.len() as u64), true)?;
-        let mut n = sys::pwrite_full(h.fd.as_raw_fd(), data, off);
-        // The backing filesystem itself is full (it may be smaller than
-        // max_size, or shared): evict and retry before failing.
-        for _ in 0..4 {
-            if n != Err(Errno::ENOSPC) || self.evict(data.len() as u64, true) == 0 {
-                break;
+        // The backing filesystem itself may fill up (it may be smaller than
+        // max_size, or shared), before the write starts (ENOSPC) or part way
+        // (a short write): evict and write the rest, a few times, before
+        // answering with what was written or the error.
+        let (mut done, mut err, mut retries) = (0usize, None, 0);
+        while done < data.len() {
+            let rest = (data.len() - done) as u64;
+            match sys::pwrite_full(h.fd.as_raw_fd(), &data[done..], off + done as u64) {
+                Ok(k) if k as u64 == rest => done += k,
+                Ok(k) => {
+                    done += k;
+                    if retries == 4 || self.evict(rest - k as u64, true) == 0 {
+                        break;
+                    }
+                    retries += 1;
+                }
+                Err(e) if e == Errno::ENOSPC && retries < 4 && self.evict(rest, true) > 0 => retries += 1,
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
             }
-            n = sys::pwrite_full(h.fd.as_raw_fd(), data, off);
         }
         let after = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
         room.commit(h.key, after);
         self.maybe_wake_evictor();
-        Ok(n? as u32)
+        match err {
+            Some(e) if done == 0 => Err(e),
+            _ => Ok(done as u32),
+        }
     }
 
     /// FALLOCATE `len` bytes at `off` with `mode`. Errors: ENOSPC as for write.

@@ -130,13 +130,14 @@ impl Core {
             (l.counts(), l.max_size())
         };
         let s = &self.stats;
+        let index = self.index_report();
         format!(
             concat!(
                 "{{\"usage\":{},\"max_size\":{},\"high_watermark\":{},\"low_watermark\":{},",
                 "\"files\":{},\"block_files\":{},\"evictable\":{},\"open_handles\":{},",
                 "\"evictions\":{},\"evicted_bytes\":{},\"evict_skipped\":{},\"enospc\":{},",
-                "\"block_opens\":{},\"lookup_misses\":{},\"stamps\":{},\"stamps_pending\":{},",
-                "\"uptime_seconds\":{},",
+                "\"block_opens\":{},\"lookup_misses\":{},\"passthrough_opens\":{},\"stamps\":{},\"stamps_pending\":{},",
+                "\"indexing\":{},\"index_seconds\":{},\"uptime_seconds\":{},",
                 "\"reconciles\":{},\"reconcile_fixes\":{},\"stale_tmp_removed\":{}}}"
             ),
             c.usage,
@@ -153,8 +154,11 @@ impl Core {
             Stats::get(&s.enospc),
             Stats::get(&s.block_opens),
             Stats::get(&s.lookup_misses),
+            Stats::get(&s.passthrough_opens),
             Stats::get(&s.stamps),
             self.stamper.pending(),
+            index.is_none(),
+            index.map_or(0.0, |r| (r.seconds * 1000.0).round() / 1000.0),
             self.now(),
             Stats::get(&s.reconciles),
             Stats::get(&s.reconcile_fixes),

@@ -128,6 +128,14 @@ if "$BOUNDFS" --help 2>&1 | grep -q passthrough; then
     CASES+=$'\n''passthrough=0                 | -f "$B" "$M" -o "$OK,passthrough=0"'
     CASES+=$'\n''passthrough twice             | -f "$B" "$M" -o "$OK,passthrough=off,passthrough=auto"'
 fi
+if "$BOUNDFS" --help 2>&1 | grep -q attr.timeout; then
+    CASES+=$'\n''attr_timeout empty            | -f "$B" "$M" -o "$OK,attr_timeout="'
+    CASES+=$'\n''attr_timeout negative         | -f "$B" "$M" -o "$OK,attr_timeout=-1s"'
+    CASES+=$'\n''attr_timeout overflow         | -f "$B" "$M" -o "$OK,attr_timeout=99999999999999999999999s"'
+    CASES+=$'\n''attr_timeout wrong unit       | -f "$B" "$M" -o "$OK,attr_timeout=5x"'
+    CASES+=$'\n''attr_timeout garbage after    | -f "$B" "$M" -o "$OK,attr_timeout=60sx"'
+    CASES+=$'\n''attr_timeout twice            | -f "$B" "$M" -o "$OK,attr_timeout=1s,attr_timeout=2s"'
+fi
 
 mounts_before=$(bfs_count_mounts)
 failures=0; n=0
