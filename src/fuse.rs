@@ -19,10 +19,6 @@ use crate::fs::{Caller, Core, Xattr};
 use crate::passthrough::{IoModes, Mode, Plan};
 use crate::stats::Stats;
 
-/// Largest WRITE/READ request asked of the kernel (bytes). The kernel caps it
-/// at `fs.fuse.max_pages_limit` pages (256 = 1 MiB by default).
-pub const MAX_REQUEST: u32 = 1 << 20;
-
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
 /// filesystem (overlayfs, as in most containers); nothing stacks on boundfs.
 const MAX_STACK_DEPTH: u32 = 2;
@@ -146,9 +142,10 @@ macro_rules! reply_err {
 
 impl Filesystem for BoundFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        if let Err(max) = config.set_max_write(MAX_REQUEST) {
-            let _ = config.set_max_write(max);
-        }
+        // READ and WRITE requests: fuser asks for its largest max_write (16 MiB)
+        // and max_pages to match; the kernel caps both at
+        // fs.fuse.max_pages_limit pages (256 = 1 MiB by default), so requests
+        // are as large as this kernel allows.
         if self.io.enabled() {
             let ok = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
                 && config.set_max_stack_depth(MAX_STACK_DEPTH).is_ok();
