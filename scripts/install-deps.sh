@@ -16,7 +16,7 @@ if ((${#need[@]})); then
 fi
 fsx=$(command -v fsx || echo "${CARGO_HOME:-$HOME/.cargo}/bin/fsx")
 if ! [ -x "$fsx" ] || [ "$("$fsx" --version 2>/dev/null)" != "fsx $FSX_VERSION" ]; then
-    # about 1.5 minutes of compiling on 2 cores, once per machine
+    # about 45 s of compiling on 2 idle cores (100 s on busy ones), once per machine
     echo "installing fsx $FSX_VERSION (cargo install)"
     cargo install --quiet --locked fsx --version "$FSX_VERSION"
 fi
