@@ -268,7 +268,7 @@ impl Filesystem for BoundFs {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -276,7 +276,7 @@ impl Filesystem for BoundFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        match self.core.setxattr(ino, name, value, flags) {
+        match self.core.setxattr(ino, name, value, flags, req.uid()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "setxattr", e),
         }

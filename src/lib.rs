@@ -9,4 +9,6 @@ pub mod daemon;
 pub mod fs;
 pub mod fuse;
 pub mod notify;
+pub mod ratelimit;
 pub mod stats;
+pub mod status;

@@ -64,6 +64,10 @@ impl Core {
             Stats::add(&self.stats.evict_skipped, 1);
             None
         };
+        let skip_open = || {
+            Stats::add(&self.stats.evict_skipped_open, 1);
+            skip("opened meanwhile")
+        };
         let Some(Parent { dir, key: dkey, dir_rel, name, c }) = self.parent_of(rel) else {
             self.ledger.lock().forget_path(key);
             return skip("directory gone, or not beneath BACKING");
@@ -81,7 +85,7 @@ impl Core {
             }
         }
         if !self.ledger.lock().begin_evict(key) {
-            return skip("opened meanwhile");
+            return skip_open();
         }
         // Truncate first: the kernel may still hold the inode (our O_PATH fd
         // lives until its FORGET), and an unlinked inode keeps its blocks while
@@ -98,7 +102,7 @@ impl Core {
             }
             Err(e) => {
                 self.ledger.lock().abort_evict(key);
-                log::warn!("eviction could not remove {}: {e:?}; skipping it", rel.display());
+                crate::warn_limited!("eviction could not remove {}: {e:?}; skipping it", rel.display());
                 return skip("unlink failed");
             }
         };
@@ -192,31 +196,34 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         }
         core.reap_empty_dirs();
         let committed = core.ledger.lock().committed();
-        if !core.policy.should_wake(committed) {
+        if !core.policy().should_wake(committed) {
             continue;
         }
         let t0 = Instant::now();
-        let (n0, b0) = (Stats::get(&core.stats.evictions), Stats::get(&core.stats.evicted_bytes));
-        let skipped0 = Stats::get(&core.stats.evict_skipped);
+        let st = &core.stats;
+        let before = [&st.evictions, &st.evicted_bytes, &st.evict_skipped, &st.evict_skipped_open].map(Stats::get);
         loop {
-            let excess = core.policy.excess(core.ledger.lock().committed());
+            let excess = core.policy().excess(core.ledger.lock().committed());
             if excess == 0 || core.evict(excess, true) == 0 || stop() {
                 break;
             }
         }
-        let (l, open) = {
+        let took = t0.elapsed();
+        Stats::add(&st.eviction_sweeps, 1);
+        Stats::add(&st.eviction_sweep_micros, took.as_micros().min(u64::MAX as u128) as u64);
+        let after = [&st.evictions, &st.evicted_bytes, &st.evict_skipped, &st.evict_skipped_open].map(Stats::get);
+        let [files, bytes, skipped, skipped_open] = [0, 1, 2, 3].map(|i| after[i].saturating_sub(before[i]));
+        let (usage, c) = {
             let l = core.ledger.lock();
-            (l.usage(), l.counts().open_handles)
+            (l.usage(), l.counts())
         };
         log::info!(
-            "eviction sweep: {} files, {} bytes in {:.3}s; skipped {}; usage now {} of {} ({} open handles)",
-            Stats::get(&core.stats.evictions) - n0,
-            Stats::get(&core.stats.evicted_bytes) - b0,
-            t0.elapsed().as_secs_f64(),
-            Stats::get(&core.stats.evict_skipped) - skipped0,
-            l,
-            core.policy.max_size,
-            open,
+            "eviction sweep: {files} files, {bytes} bytes in {:.3}s; skipped {skipped_open} opened meanwhile, \
+             {} for other reasons; {} block files not evictable now (open, or linked twice); usage now {usage} of {}",
+            took.as_secs_f64(),
+            skipped.saturating_sub(skipped_open),
+            c.block_files.saturating_sub(c.evictable),
+            core.policy().max_size,
         );
     }
 }

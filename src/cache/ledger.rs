@@ -36,6 +36,29 @@ pub enum State {
     Unlinked,
 }
 
+/// What kind of object an entry is, for status counts only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Kind {
+    /// A regular file (the default until told otherwise).
+    #[default]
+    File,
+    /// A directory (BACKING itself included).
+    Dir,
+    /// A symlink, fifo, socket or device node.
+    Other,
+}
+
+impl Kind {
+    /// The kind of a `st_mode`.
+    pub fn of_mode(mode: u32) -> Kind {
+        match mode & libc::S_IFMT {
+            libc::S_IFREG => Kind::File,
+            libc::S_IFDIR => Kind::Dir,
+            _ => Kind::Other,
+        }
+    }
+}
+
 /// One backing object.
 #[derive(Debug)]
 pub struct Entry {
@@ -54,6 +77,8 @@ pub struct Entry {
     parked: bool,
     /// Seconds (of the caller's clock, +1 so 0 means never) of the last mtime stamp.
     stamped_at: u32,
+    /// See [`Kind`]; set with [`Ledger::set_kind`].
+    kind: Kind,
 }
 
 /// Why a reservation could not be granted: the bytes missing.
@@ -71,8 +96,12 @@ pub struct LedgerCounts {
     pub usage: u64,
     /// Bytes reserved by writes in flight.
     pub reserved: u64,
-    /// Objects (files, directories, symlinks) indexed.
+    /// Regular files indexed.
     pub files: u64,
+    /// Directories indexed (BACKING itself included).
+    pub dirs: u64,
+    /// Symlinks, fifos, sockets and device nodes indexed.
+    pub others: u64,
     /// Block files indexed.
     pub block_files: u64,
     /// Block files that could be evicted now (in the LRU).
@@ -92,6 +121,8 @@ pub struct Ledger {
     max_size: u64,
     block_files: u64,
     open_handles: u64,
+    dirs: u64,
+    others: u64,
 }
 
 impl Ledger {
@@ -106,6 +137,8 @@ impl Ledger {
             max_size,
             block_files: 0,
             open_handles: 0,
+            dirs: 0,
+            others: 0,
         }
     }
 
@@ -139,7 +172,9 @@ impl Ledger {
         LedgerCounts {
             usage: self.usage,
             reserved: self.reserved,
-            files: self.entries.len() as u64,
+            files: self.entries.len() as u64 - self.dirs - self.others,
+            dirs: self.dirs,
+            others: self.others,
             block_files: self.block_files,
             evictable: self.lru.len() as u64,
             open_handles: self.open_handles,
@@ -222,11 +257,36 @@ impl Ledger {
                         path: path.map(PathBuf::into_boxed_path),
                         parked: false,
                         stamped_at: now.saturating_add(1),
+                        kind: Kind::File,
                     },
                 );
             }
         }
         self.sync_lru(key);
+    }
+
+    /// Records what kind of object `key` is (status counts only; new entries
+    /// count as regular files until told otherwise).
+    pub fn set_kind(&mut self, key: FileKey, kind: Kind) {
+        let Some(e) = self.entries.get_mut(&key) else {
+            return;
+        };
+        let old = std::mem::replace(&mut e.kind, kind);
+        self.count_kind(old, false);
+        self.count_kind(kind, true);
+    }
+
+    fn count_kind(&mut self, kind: Kind, add: bool) {
+        let c = match kind {
+            Kind::File => return,
+            Kind::Dir => &mut self.dirs,
+            Kind::Other => &mut self.others,
+        };
+        if add {
+            *c += 1;
+        } else {
+            *c -= 1;
+        }
     }
 
     /// Forgets when `key` was last stamped, so its next touch stamps at once
@@ -282,6 +342,7 @@ impl Ledger {
             path: None,
             parked: false,
             stamped_at: 0,
+            kind: Kind::File,
         });
         if e.state == State::Evicting {
             return Err(Gone);
@@ -359,6 +420,7 @@ impl Ledger {
         if e.block {
             self.block_files -= 1;
         }
+        self.count_kind(e.kind, false);
         Some(e)
     }
 

@@ -203,3 +203,20 @@ fn evictable_bytes_follow_the_lru() {
     l.remove(k(1));
     assert_eq!(l.evictable_bytes(), 0);
 }
+
+#[test]
+fn counts_split_files_dirs_and_others() {
+    let mut l = Ledger::new(1000);
+    block(&mut l, 1, 10);
+    l.upsert(k(2), 4096, false, Some("d".into()), 0);
+    l.set_kind(k(2), Kind::Dir);
+    l.upsert(k(3), 0, false, Some("link".into()), 0);
+    l.set_kind(k(3), Kind::Other);
+    let c = l.counts();
+    assert_eq!((c.files, c.dirs, c.others), (1, 1, 1));
+    l.set_kind(k(2), Kind::Dir); // idempotent
+    l.remove(k(2));
+    l.remove(k(3));
+    let c = l.counts();
+    assert_eq!((c.files, c.dirs, c.others), (1, 0, 0));
+}

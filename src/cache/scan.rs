@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use globset::GlobSet;
 
-use crate::cache::ledger::{FileKey, Ledger};
+use crate::cache::ledger::{FileKey, Kind, Ledger};
 use crate::fs::{key_of, sys};
 
 /// What the walk found.
@@ -31,6 +31,7 @@ struct Found {
     size: u64,
     mtime: (i64, i64),
     block: bool,
+    kind: Kind,
     path: PathBuf,
 }
 
@@ -40,6 +41,7 @@ pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanRepor
     let mut found = Vec::new();
     if let Ok(st) = sys::fstat(root.as_fd()) {
         ledger.upsert(key_of(&st), sys::allocated(&st), false, None, 0);
+        ledger.set_kind(key_of(&st), Kind::Dir);
         report.objects += 1;
         report.bytes += sys::allocated(&st);
     }
@@ -84,6 +86,7 @@ pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanRepor
                     size: sys::allocated(&st),
                     mtime: (st.st_mtime, st.st_mtime_nsec),
                     block,
+                    kind: Kind::of_mode(st.st_mode),
                     path,
                 });
             }
@@ -98,6 +101,7 @@ pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanRepor
             report.blocks += u64::from(f.block);
         }
         ledger.upsert(f.key, f.size, f.block, Some(f.path), 0);
+        ledger.set_kind(f.key, f.kind);
         ledger.mark_unstamped(f.key);
     }
     report

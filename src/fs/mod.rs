@@ -13,6 +13,7 @@ pub mod dirlock;
 pub mod inode;
 pub mod sys;
 
+mod control;
 mod data;
 mod meta;
 mod namespace;
@@ -29,7 +30,7 @@ use fuser::{Errno, FileAttr, FileType, INodeNo};
 use globset::GlobSet;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::cache::ledger::{FileKey, Ledger};
+use crate::cache::ledger::{FileKey, Kind, Ledger};
 use crate::cache::policy::Policy;
 use crate::cache::stamp::Stamper;
 use crate::notify::Invalidator;
@@ -37,8 +38,9 @@ use crate::stats::Stats;
 use dirlock::DirLocks;
 use inode::{Inode, InodeTable};
 
+pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
 pub use data::{DirStream, backing_flags, write_growth};
-pub use meta::{STATS_XATTR, StatFs, Xattr};
+pub use meta::{StatFs, Xattr};
 
 /// Result of a core operation: a value or the errno to answer.
 pub type OpResult<T> = Result<T, Errno>;
@@ -72,8 +74,8 @@ pub struct Core {
     pub inodes: InodeTable,
     /// Usage, LRU, pins, reservations.
     pub ledger: Mutex<Ledger>,
-    /// Watermarks.
-    pub policy: Policy,
+    /// Budget and watermarks; `max_size` changes live (see [`Core::set_max_size`]).
+    policy: Mutex<Policy>,
     /// Namespace serialisation per backing directory.
     pub dirlocks: DirLocks,
     /// Selects block files by name.
@@ -112,7 +114,7 @@ impl Core {
             root_path,
             inodes: InodeTable::new(root_fd, root_key),
             ledger: Mutex::new(ledger),
-            policy,
+            policy: Mutex::new(policy),
             dirlocks: DirLocks::default(),
             matcher,
             stats: Stats::default(),
@@ -127,6 +129,11 @@ impl Core {
             stamp_secs: stamp_interval.as_secs().min(u32::MAX as u64) as u32,
             euid: unsafe { libc::geteuid() },
         }
+    }
+
+    /// The budget and watermarks now (a copy: `max_size` may change live).
+    pub fn policy(&self) -> Policy {
+        *self.policy.lock()
     }
 
     /// The BACKING root's `O_PATH` fd.
@@ -176,7 +183,7 @@ impl Core {
     /// Wakes the background evictor if usage is above the high watermark.
     pub fn maybe_wake_evictor(&self) {
         let committed = self.ledger.lock().committed();
-        if self.policy.should_wake(committed) {
+        if self.policy().should_wake(committed) {
             self.wake_evictor();
         }
     }
@@ -255,7 +262,11 @@ impl Core {
         if !known {
             let block = fmt == libc::S_IFREG && self.is_block_name(name);
             let path = self.rel_path(parent.fd(), name);
-            self.ledger.lock().upsert(key, sys::allocated(st), block, path, self.now());
+            {
+                let mut l = self.ledger.lock();
+                l.upsert(key, sys::allocated(st), block, path, self.now());
+                l.set_kind(key, Kind::of_mode(st.st_mode));
+            }
             self.maybe_wake_evictor();
         } else if touch {
             self.touch(key);
