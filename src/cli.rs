@@ -14,16 +14,20 @@ use crate::config::{self, ConfigError, Options, err};
     name = "boundfs",
     version,
     about = "Mount BACKING at MOUNTPOINT with a hard byte budget: least recently used block files are evicted",
-    after_help = "Example: boundfs -f /data/kv /mnt/kv -o max_size=24G\n\
+    after_help = "Example: boundfs /data/kv /mnt/kv -o max_size=24G\n\
                   Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
-                  low_watermark, pattern, stamp_interval, threads, allow_other."
+                  low_watermark, pattern, stamp_interval, threads, allow_other, metrics_file, metrics_interval \
+                  (and mount(8)'s ro, rw, noexec, exec, nofail, _netdev, x-* ...).\n\
+                  Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE"
 )]
 pub struct Args {
     /// Backing directory (where the files really live).
     pub backing: PathBuf,
     /// Mountpoint (point the engine's root_dir here).
     pub mountpoint: PathBuf,
-    /// Stay in the foreground (the only mode for now).
+    /// Stay in the foreground. Without it the command returns once the mount
+    /// is live and the daemon serves in the background (under systemd's
+    /// NOTIFY_SOCKET it stays in the foreground).
     #[arg(short = 'f', long)]
     pub foreground: bool,
     /// Mount options: key=value[,key=value...]
@@ -50,13 +54,58 @@ pub struct Args {
     /// Let other users access the mount.
     #[arg(long)]
     pub allow_other: bool,
+    /// Write Prometheus metrics to this file (node_exporter textfile collector).
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<String>,
+    /// How often the metrics file is rewritten [default: 15s].
+    #[arg(long, value_name = "DURATION")]
+    pub metrics_interval: Option<String>,
 }
 
-/// mount(8)/fstab options that are not boundfs's: accepted, ignored.
+/// mount(8)/fstab options that are not boundfs's: accepted, ignored. (A
+/// boundfs mount is always nosuid,nodev; `ro`/`rw` and `exec`/`noexec` are
+/// applied, see [`options`].)
 const MOUNT_GENERIC: &[&str] = &[
-    "rw", "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser", "nodev", "nosuid", "dev",
-    "suid", "exec", "noexec", "async", "atime", "noatime", "relatime",
+    "defaults",
+    "auto",
+    "noauto",
+    "nofail",
+    "_netdev",
+    "user",
+    "users",
+    "nouser",
+    "owner",
+    "group",
+    "nodev",
+    "nosuid",
+    "dev",
+    "suid",
+    "async",
+    "atime",
+    "noatime",
+    "relatime",
+    "strictatime",
+    "nostrictatime",
+    "lazytime",
+    "nolazytime",
+    "diratime",
+    "nodiratime",
+    "default_permissions",
 ];
+
+/// The keys boundfs knows (with a value, or the flags).
+const KEYS: &str = "max_size, high_watermark, low_watermark, pattern, stamp_interval, threads, allow_other, \
+                    metrics_file, metrics_interval";
+
+/// Whether `-o` item `item` (`key` or `key=value`) is one boundfs or mount(8)
+/// knows; for the mount helper's sloppy mode (`mount -s`), which drops the rest.
+pub fn known_option(item: &str) -> bool {
+    let k = item.split_once('=').map_or(item, |(k, _)| k).trim();
+    is_key(k)
+        || MOUNT_GENERIC.contains(&k)
+        || k.starts_with("x-")
+        || matches!(k, "allow_other" | "ro" | "rw" | "exec" | "noexec" | "")
+}
 
 /// Turns parsed argv into validated [`Options`]. Errors: the first bad value,
 /// one line naming the key and what to give instead.
@@ -72,10 +121,13 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
     flag("low_watermark", &args.low_watermark, &mut kv);
     flag("stamp_interval", &args.stamp_interval, &mut kv);
     flag("threads", &args.threads, &mut kv);
+    flag("metrics_file", &args.metrics_file, &mut kv);
+    flag("metrics_interval", &args.metrics_interval, &mut kv);
     for p in &args.pattern {
         kv.push(("pattern".into(), p.clone()));
     }
     let mut allow_other = args.allow_other;
+    let mut mode = Mode { read_only: false, noexec: false };
     for group in &args.opts {
         for item in group.split(',') {
             let (k, v) = match item.split_once('=') {
@@ -86,25 +138,42 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                 ("", None) => continue,
                 ("allow_other", None) => allow_other = true,
                 ("allow_other", Some(_)) => return err("option allow_other takes no value: -o allow_other"),
+                ("ro", None) => mode.read_only = true,
+                ("rw", None) => mode.read_only = false,
+                ("noexec", None) => mode.noexec = true,
+                ("exec", None) => mode.noexec = false,
                 (k, None) if MOUNT_GENERIC.contains(&k) || k.starts_with("x-") => continue,
                 (k, _) if k.starts_with("x-") => continue,
                 (k, None) if is_key(k) => {
                     return err(format!("option {k} needs a value: -o {k}=VALUE"));
                 }
                 (k, Some(v)) if is_key(k) => kv.push((k.to_string(), v.to_string())),
-                (k, _) => {
-                    return err(format!(
-                        "unknown option '{k}'; known: max_size, high_watermark, low_watermark, pattern, stamp_interval, threads, allow_other"
-                    ));
-                }
+                (k, _) => return err(format!("unknown option '{k}'; known: {KEYS}")),
             }
         }
     }
-    build(args.backing, args.mountpoint, args.foreground, allow_other, &kv)
+    build(args.backing, args.mountpoint, args.foreground, allow_other, mode, &kv)
+}
+
+/// The mount flags taken from mount(8)'s generic options.
+#[derive(Clone, Copy)]
+struct Mode {
+    read_only: bool,
+    noexec: bool,
 }
 
 fn is_key(k: &str) -> bool {
-    matches!(k, "max_size" | "high_watermark" | "low_watermark" | "pattern" | "stamp_interval" | "threads")
+    matches!(
+        k,
+        "max_size"
+            | "high_watermark"
+            | "low_watermark"
+            | "pattern"
+            | "stamp_interval"
+            | "threads"
+            | "metrics_file"
+            | "metrics_interval"
+    )
 }
 
 fn build(
@@ -112,6 +181,7 @@ fn build(
     mountpoint: PathBuf,
     foreground: bool,
     allow_other: bool,
+    mode: Mode,
     kv: &[(String, String)],
 ) -> Result<Options, ConfigError> {
     for (i, (k, _)) in kv.iter().enumerate() {
@@ -148,7 +218,18 @@ fn build(
         Some(v) => config::parse_count("threads", v, 256)?,
         None => std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
+    let metrics_interval = match get("metrics_interval") {
+        Some(v) => config::parse_duration("metrics_interval", v)?,
+        None => config::DEFAULT_METRICS_INTERVAL,
+    };
+    if metrics_interval < std::time::Duration::from_secs(1) {
+        return err("metrics_interval: must be at least 1s, e.g. metrics_interval=15s");
+    }
     let (backing, mountpoint) = config::check_paths(&backing, &mountpoint)?;
+    let metrics_file = match get("metrics_file") {
+        Some(v) => Some(config::check_metrics_file(std::path::Path::new(v), &backing, &mountpoint)?),
+        None => None,
+    };
     Ok(Options {
         backing,
         mountpoint,
@@ -160,6 +241,10 @@ fn build(
         threads,
         allow_other,
         foreground,
+        read_only: mode.read_only,
+        noexec: mode.noexec,
+        metrics_file,
+        metrics_interval,
     })
 }
 

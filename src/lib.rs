@@ -5,10 +5,16 @@
 pub mod cache;
 pub mod cli;
 pub mod config;
+pub mod ctl;
 pub mod daemon;
+pub mod daemonize;
 pub mod fs;
 pub mod fuse;
+pub mod logging;
+pub mod metrics;
+pub mod mount_helper;
 pub mod notify;
 pub mod ratelimit;
+pub mod sdnotify;
 pub mod stats;
 pub mod status;

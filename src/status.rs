@@ -102,7 +102,7 @@ impl Status {
             ),
             (
                 "files",
-                format!("{} ({} directories, {} other)", count(self.files), count(self.dirs), count(self.others)),
+                format!("{} regular, {} dirs, {} other", count(self.files), count(self.dirs), count(self.others)),
             ),
             (
                 "block files",
