@@ -140,6 +140,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         Some(path) => {
             let (c, s, path) = (core.clone(), stop.clone(), path.clone());
             let (mnt, every) = (opts.mountpoint.display().to_string(), opts.metrics_interval);
+            metrics::write(&core, &path, &mnt);
             let t = thread::Builder::new().name("metrics".into()).spawn(move || metrics::run(c, path, mnt, every, &s));
             Some(t.map_err(|e| format!("cannot start the metrics writer: {e}"))?)
         }

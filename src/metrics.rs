@@ -123,20 +123,26 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     r
 }
 
-/// The writer thread's body: writes the file now and every `interval` until
-/// `stop` is set (wake it with `Thread::unpark`), then removes it. A failed
-/// write is logged (rate-limited) and retried at the next interval.
+/// Writes the metrics file now. A failure is logged (rate-limited); the old
+/// file, if any, stays.
+pub fn write(core: &Core, path: &Path, mountpoint: &str) {
+    if let Err(e) = write_atomic(path, &render(&core.status(), mountpoint)) {
+        crate::warn_limited!("cannot write the metrics file {}: {e}", path.display());
+    }
+}
+
+/// The writer thread's body: rewrites the file every `interval` (the caller
+/// wrote it once already, before the mount was reported live) until `stop`
+/// is set (wake it with `Thread::unpark`), then removes it.
 pub fn run(core: Arc<Core>, path: PathBuf, mountpoint: String, interval: Duration, stop: &AtomicBool) {
-    let mut next = Instant::now();
+    let mut next = Instant::now() + interval;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now < next {
             std::thread::park_timeout(next - now);
             continue;
         }
-        if let Err(e) = write_atomic(&path, &render(&core.status(), &mountpoint)) {
-            crate::warn_limited!("cannot write the metrics file {}: {e}", path.display());
-        }
+        write(&core, &path, &mountpoint);
         next = now + interval;
     }
     if let Err(e) = std::fs::remove_file(&path) {
