@@ -83,3 +83,32 @@ fn mountpoint_inside_backing_is_refused() {
     assert!(crate::config::check_paths(b.path(), b.path()).is_err());
     assert!(crate::config::check_paths(&b.path().join("missing"), &inner).is_err());
 }
+
+#[test]
+fn mount_flags_and_metrics_options() {
+    let o = parse(&["-o", "max_size=1G,ro,noexec"]).unwrap();
+    assert!(o.read_only && o.noexec);
+    let o = parse(&["-o", "max_size=1G,ro,rw,noexec,exec"]).unwrap();
+    assert!(!o.read_only && !o.noexec, "the last of ro/rw and noexec/exec wins");
+    assert!(o.metrics_file.is_none());
+    assert_eq!(o.metrics_interval.as_secs(), 15);
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("boundfs.prom");
+    let o = parse(&["-o", &format!("max_size=1G,metrics_file={},metrics_interval=5s", path.display())]).unwrap();
+    assert_eq!(o.metrics_file.unwrap(), d.path().canonicalize().unwrap().join("boundfs.prom"));
+    assert_eq!(o.metrics_interval.as_secs(), 5);
+    for bad in ["metrics_interval=0s", "metrics_interval=never", "metrics_file=/nonexistent-dir/x.prom"] {
+        let e = parse(&["-o", &format!("max_size=1G,{bad}")]).expect_err(bad);
+        assert!(e.0.starts_with("metrics_"), "{bad}: {}", e.0);
+    }
+}
+
+#[test]
+fn known_options_for_sloppy_mounts() {
+    for k in ["max_size=1G", "ro", "noexec", "nofail", "x-systemd.automount", "pattern=*.bin", "allow_other"] {
+        assert!(known_option(k), "{k}");
+    }
+    for k in ["bogus", "bogus=1", "uid=1000"] {
+        assert!(!known_option(k), "{k}");
+    }
+}

@@ -39,6 +39,9 @@ fn who(req: &Request) -> Caller {
 /// Logs errnos that are not part of normal traffic.
 fn log_err(op: &str, e: Errno) -> Errno {
     let c = e.code();
+    if c == libc::EMFILE || c == libc::ENFILE {
+        crate::warn_limited!("{op}: out of file descriptors; raise the daemon's open file limit (LimitNOFILE=)");
+    }
     if ![libc::ENOENT, libc::EEXIST, libc::ENODATA, libc::ENOTEMPTY, libc::ERANGE, libc::ENOSPC].contains(&c) {
         log::debug!("{op}: {}", std::io::Error::from_raw_os_error(c));
     }

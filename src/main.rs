@@ -124,6 +124,11 @@ fn run_ctl(cmd: &str, argv: &[OsString]) -> i32 {
     }
 }
 
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: ")
+/// clap's error as one line: its first paragraph (some errors continue on
+/// indented lines, e.g. the missing arguments), without "error: " and usage.
+fn first_line(text: &str) -> String {
+    let para: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    let line = para.join(" ");
+    let line = line.trim_start_matches("error: ");
+    if line.is_empty() { "bad arguments".to_string() } else { line.to_string() }
 }
