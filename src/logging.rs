@@ -34,7 +34,7 @@ pub fn init(sink: Sink) {
             };
             writeln!(buf, "<{}>boundfs[{pid}]: {}", 3 * 8 + sev, r.args())
         });
-        b.target(Target::Pipe(Box::new(SyslogWriter::connect())));
+        b.target(Target::Pipe(Box::new(SyslogWriter::connect(std::path::Path::new("/dev/log")))));
     }
     let _ = b.try_init();
 }
@@ -46,8 +46,8 @@ struct SyslogWriter {
 }
 
 impl SyslogWriter {
-    fn connect() -> Self {
-        let sock = UnixDatagram::unbound().and_then(|s| s.connect("/dev/log").map(|()| s)).ok();
+    fn connect(path: &std::path::Path) -> Self {
+        let sock = UnixDatagram::unbound().and_then(|s| s.connect(path).map(|()| s)).ok();
         SyslogWriter { sock, line: Vec::new() }
     }
 }
@@ -67,5 +67,28 @@ impl Write for SyslogWriter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_datagram_per_line() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("log");
+        let rx = UnixDatagram::bind(&path).unwrap();
+        let mut w = SyslogWriter::connect(&path);
+        w.write_all(b"<30>boundfs[1]: one\n<30>boundfs[1]: tw").unwrap();
+        w.write_all(b"o\n").unwrap();
+        let mut buf = [0u8; 64];
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"<30>boundfs[1]: one");
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"<30>boundfs[1]: two");
+        // no socket: lines are dropped, writing never fails
+        let mut w = SyslogWriter::connect(&d.path().join("absent"));
+        assert!(w.write_all(b"x\n").is_ok());
     }
 }
