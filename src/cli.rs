@@ -17,7 +17,7 @@ use crate::config::{self, ConfigError, Options, err};
     after_help = "Example: boundfs /data/kv /mnt/kv -o max_size=24G\n\
                   Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
                   low_watermark, pattern, stamp_interval, threads, allow_other, metrics_file, metrics_interval \
-                  (and mount(8)'s ro, rw, noexec, exec, nofail, _netdev, x-* ...).\n\
+                  (and mount(8)'s rw, noexec, exec, nofail, _netdev, x-* ...).\n\
                   Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE"
 )]
 pub struct Args {
@@ -63,8 +63,8 @@ pub struct Args {
 }
 
 /// mount(8)/fstab options that are not boundfs's: accepted, ignored. (A
-/// boundfs mount is always nosuid,nodev; `ro`/`rw` and `exec`/`noexec` are
-/// applied, see [`options`].)
+/// boundfs mount is always nosuid,nodev; `exec`/`noexec` are applied and `ro`
+/// is refused, see [`options`].)
 const MOUNT_GENERIC: &[&str] = &[
     "defaults",
     "auto",
@@ -127,7 +127,7 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
         kv.push(("pattern".into(), p.clone()));
     }
     let mut allow_other = args.allow_other;
-    let mut mode = Mode { read_only: false, noexec: false };
+    let mut noexec = false;
     for group in &args.opts {
         for item in group.split(',') {
             let (k, v) = match item.split_once('=') {
@@ -138,10 +138,14 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                 ("", None) => continue,
                 ("allow_other", None) => allow_other = true,
                 ("allow_other", Some(_)) => return err("option allow_other takes no value: -o allow_other"),
-                ("ro", None) => mode.read_only = true,
-                ("rw", None) => mode.read_only = false,
-                ("noexec", None) => mode.noexec = true,
-                ("exec", None) => mode.noexec = false,
+                ("ro", None) => {
+                    return err(
+                        "ro is not supported: boundfs changes BACKING itself (eviction, recency stamps); mount rw",
+                    );
+                }
+                ("rw", None) => {}
+                ("noexec", None) => noexec = true,
+                ("exec", None) => noexec = false,
                 (k, None) if MOUNT_GENERIC.contains(&k) || k.starts_with("x-") => continue,
                 (k, _) if k.starts_with("x-") => continue,
                 (k, None) if is_key(k) => {
@@ -152,14 +156,7 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
             }
         }
     }
-    build(args.backing, args.mountpoint, args.foreground, allow_other, mode, &kv)
-}
-
-/// The mount flags taken from mount(8)'s generic options.
-#[derive(Clone, Copy)]
-struct Mode {
-    read_only: bool,
-    noexec: bool,
+    build(args.backing, args.mountpoint, args.foreground, allow_other, noexec, &kv)
 }
 
 fn is_key(k: &str) -> bool {
@@ -181,7 +178,7 @@ fn build(
     mountpoint: PathBuf,
     foreground: bool,
     allow_other: bool,
-    mode: Mode,
+    noexec: bool,
     kv: &[(String, String)],
 ) -> Result<Options, ConfigError> {
     for (i, (k, _)) in kv.iter().enumerate() {
@@ -241,8 +238,7 @@ fn build(
         threads,
         allow_other,
         foreground,
-        read_only: mode.read_only,
-        noexec: mode.noexec,
+        noexec,
         metrics_file,
         metrics_interval,
     })

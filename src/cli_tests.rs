@@ -86,10 +86,12 @@ fn mountpoint_inside_backing_is_refused() {
 
 #[test]
 fn mount_flags_and_metrics_options() {
-    let o = parse(&["-o", "max_size=1G,ro,noexec"]).unwrap();
-    assert!(o.read_only && o.noexec);
-    let o = parse(&["-o", "max_size=1G,ro,rw,noexec,exec"]).unwrap();
-    assert!(!o.read_only && !o.noexec, "the last of ro/rw and noexec/exec wins");
+    let o = parse(&["-o", "max_size=1G,rw,noexec"]).unwrap();
+    assert!(o.noexec);
+    let o = parse(&["-o", "max_size=1G,noexec,exec"]).unwrap();
+    assert!(!o.noexec, "the last of noexec/exec wins");
+    let e = parse(&["-o", "max_size=1G,ro"]).expect_err("ro");
+    assert!(e.0.starts_with("ro is not supported"), "{}", e.0);
     assert!(o.metrics_file.is_none());
     assert_eq!(o.metrics_interval.as_secs(), 15);
     let d = tempfile::tempdir().unwrap();
@@ -105,7 +107,7 @@ fn mount_flags_and_metrics_options() {
 
 #[test]
 fn known_options_for_sloppy_mounts() {
-    for k in ["max_size=1G", "ro", "noexec", "nofail", "x-systemd.automount", "pattern=*.bin", "allow_other"] {
+    for k in ["max_size=1G", "rw", "noexec", "nofail", "x-systemd.automount", "pattern=*.bin", "allow_other"] {
         assert!(known_option(k), "{k}");
     }
     for k in ["bogus", "bogus=1", "uid=1000"] {

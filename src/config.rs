@@ -56,8 +56,6 @@ pub struct Options {
     pub allow_other: bool,
     /// Stay in the foreground (`-f`).
     pub foreground: bool,
-    /// Mount read-only (`ro`): the kernel answers EROFS to every change.
-    pub read_only: bool,
     /// Mount `noexec`.
     pub noexec: bool,
     /// Where to write the Prometheus metrics (`metrics_file`), if anywhere;

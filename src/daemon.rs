@@ -93,7 +93,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
             MountOption::FSName(opts.backing.display().to_string()),
             MountOption::Subtype("boundfs".into()),
             MountOption::DefaultPermissions,
-            if opts.read_only { MountOption::RO } else { MountOption::RW },
+            MountOption::RW,
         ];
         if opts.noexec {
             cfg.mount_options.push(MountOption::NoExec);
@@ -148,14 +148,13 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     };
     core.maybe_wake_evictor();
     log::info!(
-        "mounted {} at {} (max_size {} bytes, watermarks {}/{}, {} threads{}{})",
+        "mounted {} at {} (max_size {} bytes, watermarks {}/{}, {} threads{})",
         opts.backing.display(),
         opts.mountpoint.display(),
         opts.max_size,
         opts.high_watermark,
         opts.low_watermark,
         opts.threads,
-        if opts.read_only { ", read-only" } else { "" },
         opts.metrics_file.as_ref().map_or(String::new(), |p| format!(", metrics to {}", p.display())),
     );
     on_ready();
@@ -228,9 +227,6 @@ fn mount_kernel(opts: &Options) -> std::io::Result<std::os::fd::OwnedFd> {
     );
     let (src, target, data) = (cpath(&opts.backing)?, cpath(&opts.mountpoint)?, std::ffi::CString::new(data)?);
     let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
-    if opts.read_only {
-        flags |= libc::MS_RDONLY;
-    }
     if opts.noexec {
         flags |= libc::MS_NOEXEC;
     }

@@ -32,7 +32,7 @@ pub fn invoked_as_helper(argv0: &OsStr) -> bool {
 
 /// Translates the helper's arguments (after the program name). `-s`
 /// (sloppy) drops `-o` items neither boundfs nor mount(8) knows; `-r`/`-w`
-/// become `ro`/`rw`; `-n` and `-t` are ignored. A `boundfs#` prefix on the
+/// become `ro` (refused by the option parser)/`rw`; `-n` and `-t` are ignored. A `boundfs#` prefix on the
 /// source (old fuse fstab style) is removed. Errors: a one-line reason
 /// (missing operands, `-N`, an unknown flag).
 pub fn translate(args: &[OsString]) -> Result<HelperCall, String> {
