@@ -67,7 +67,7 @@ fn main() {
     let notify = Notify::from_env();
     let mut ready = None;
     let mut sink = logging::Sink::Stderr;
-    if !opts.foreground && !notify.enabled() {
+    if !opts.foreground && !notify.requested() {
         match daemonize::detach(codes.failure) {
             Ok((pipe, stderr)) => {
                 ready = Some(pipe);
@@ -82,6 +82,7 @@ fn main() {
         }
     }
     logging::init(sink);
+    notify.report();
     let r = daemon::run(&opts, &notify, || {
         if let Some(p) = ready.take() {
             p.ready();
