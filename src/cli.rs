@@ -148,6 +148,8 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                 ("exec", None) => noexec = false,
                 (k, None) if MOUNT_GENERIC.contains(&k) || k.starts_with("x-") => continue,
                 (k, _) if k.starts_with("x-") => continue,
+                // mount(8) may name the mounting user (user=NAME); comment= is fstab's old x-*
+                ("user" | "comment", Some(_)) => continue,
                 (k, None) if is_key(k) => {
                     return err(format!("option {k} needs a value: -o {k}=VALUE"));
                 }

@@ -47,6 +47,7 @@ fn defaults() {
 #[test]
 fn mount_generic_options_are_ignored() {
     assert!(parse(&["-o", "rw,nofail,_netdev,x-systemd.automount,max_size=1G"]).is_ok());
+    assert!(parse(&["-o", "defaults,user=alice,comment=x,noatime,nodev,nosuid,max_size=1G"]).is_ok());
 }
 
 #[test]
