@@ -44,6 +44,13 @@ pub enum Stderr {
 /// the child it returns the pipe to report on, after detaching. Errors: the
 /// pipe or the fork failed (nothing was started).
 pub fn detach(failure: i32) -> Result<(ReadyPipe, Stderr), String> {
+    // A closed stdin/stdout/stderr would hand its number to the pipe, which
+    // the child's redirection to /dev/null would then overwrite.
+    for fd in 0..3 {
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        }
+    }
     let mut fds = [0; 2];
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(format!("cannot create a pipe: {}", std::io::Error::last_os_error()));
