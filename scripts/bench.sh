@@ -304,6 +304,10 @@ for ((r = 1; r <= REPS; r++)); do
         run_driver probe "$sys" "$LOGS/probe-$sys-$r.json" 'ops/seconds' -- \
             "$PY" "$KV" probe "$T" "$PROBE_N" --seed probe
         [[ $sys == native ]] || fs_stop
+        target "$sys" "$PROBESET" "$WORK/mnt-$sys" || { bad probe_again "$sys" mount; continue; }
+        run_driver probe_again "$sys" "$LOGS/probe-again-$sys-$r.json" 'ops/seconds' -- \
+            "$PY" "$KV" probe "$T" "$PROBE_N" --seed probe --again
+        [[ $sys == native ]] || fs_stop
     done
 done
 
@@ -358,6 +362,7 @@ for ((r = 1; r <= REPS; r++)); do
     find "$MANYSET" -printf '%s %T@\n' >/dev/null
     t1=${EPOCHREALTIME/./}
     add restart native "$(usecs "$t0" "$t1")"
+    add restart_index native "$(usecs "$t0" "$t1")"
     for sys in "${SYSTEMS[@]}"; do
         [[ $sys == native ]] && continue
         m="$WORK/mnt-$sys"; mkdir -p "$m"
@@ -380,6 +385,15 @@ for ((r = 1; r <= REPS; r++)); do
         if ((ok)) && mountpoint -q "$m"; then
             v=$(usecs "$t0" "$t1"); add restart "$sys" "$v"; note "  restart/$sys: $v s"
             if [[ $sys == boundfs ]]; then
+                # the index is built in the background: wait for it (and
+                # measure RSS only once it holds every file)
+                until getfattr --absolute-names --only-values -n user.boundfs.stats "$m" 2>/dev/null |
+                    grep -q '"indexing":false'; do
+                    alive "$DPID" || break
+                    sleep 0.01
+                done
+                t2=${EPOCHREALTIME/./}
+                v=$(usecs "$t0" "$t2"); add restart_index boundfs "$v"; note "  index complete/boundfs: $v s"
                 full_kb=$(rss_kb "$DPID")
                 fs_stop
                 # baseline: the same daemon over an empty backing
@@ -492,11 +506,11 @@ say "boundfs  -f BACKING MNT -o max_size=${BUDGET_M}M,threads=$NCPU   (f: max_si
 say "a  kvbench.py store DIR $N --threads $THREADS            # 2 MiB blocks, tmp+O_EXCL+O_DIRECT, 1 write, rename"
 say "b  kvbench.py load DIR $N --threads $THREADS             # backing page cache warm, fresh mount"
 say "c  kvbench.py load DIR $N --threads $THREADS --direct"
-say "d  kvbench.py probe DIR $PROBE_N                       # access(F_OK) x $((2 * PROBE_N)), half missing, 1 thread, fresh mount"
+say "d  kvbench.py probe DIR $PROBE_N [--again]             # access(F_OK) x $((2 * PROBE_N)), half missing, 1 thread, fresh mount; --again: timed second pass"
 say "e  kvbench.py readdir DIR --expect $FLAT_N             # scandir of one flat dir, fresh mount"
 say "f  kvbench.py store MNT $PREFILL_N (prefill, untimed); kvbench.py store MNT $EVICT_STORE_N; evictions delta from user.boundfs.stats / s"
-say "g  start daemon on a tree of $FILES empty files (<h[0:3]>/<hash>.bin) until mounted and stat(file) works; native = find BACKING -printf '%s %T@\\n'"
-say "h  (VmRSS after g - VmRSS over an empty backing) / $FILES"
+say "g  start daemon on a tree of $FILES empty files (<h[0:3]>/<hash>.bin) until mounted and stat(file) works, then until stats say indexing:false; native = find BACKING -printf '%s %T@\\n'"
+say "h  (VmRSS once indexed - VmRSS over an empty backing) / $FILES"
 ((HAVE_FIO)) && say "fio --rw=write --bs=4M --size=${FIO_MB}M --nrfiles=4 ${FIO_COMMON[*]}   |   fio --rw=read --bs=1M --size=${FIO_MB}M (one file, warm backing) ${FIO_COMMON[*]}"
 say '```'
 say ""
@@ -506,10 +520,12 @@ row store        "a. store $N x 2 MiB (4 thr, O_DIRECT, tmp+rename)" "MiB/s" mib
 row load         "b. load, buffered (warm backing)"                   "MiB/s" mib
 row load_direct  "c. load, O_DIRECT"                                  "MiB/s" mib
 row probe        "d. probe access(F_OK), 50% miss"                    "ops/s" int
+row probe_again  "d. probe again, same names (engine re-checks)"     "ops/s" int
 row readdir      "e. readdir $FLAT_N-entry flat dir"                  "entries/s" int
 row evict        "f. eviction under stores past max_size"             "blocks/s" int both
 row evict_store  "f. store throughput while evicting"                 "MiB/s" mib both
 row restart      "g. restart with $FILES files until serving"         "s (lower better)" sec
+row restart_index "g. restart: until the index is complete"         "s (lower better)" sec
 row rss          "h. daemon RSS per indexed file"                     "bytes" int both
 if ((HAVE_FIO)); then
     row fio_write "fio seq write 4M, 4 files, buffered"               "MiB/s" mib
@@ -522,7 +538,7 @@ say ""
 say "Raw samples (in run order):"
 say ""
 say '```'
-for wl in store load load_direct probe readdir evict evict_store restart rss rss_total fio_write fio_read; do
+for wl in store load load_direct probe probe_again readdir evict evict_store restart restart_index rss rss_total fio_write fio_read; do
     for sys in native mergerfs boundfs; do
         [[ -n ${S[$wl,$sys]:-} || -n ${ERRS[$wl,$sys]:-} ]] || continue
         printf '%-12s %-9s %s%s\n' "$wl" "$sys" "${S[$wl,$sys]:-}" "${ERRS[$wl,$sys]:+  [${ERRS[$wl,$sys]} failed]}"

@@ -16,8 +16,8 @@ use crate::config::{self, ConfigError, Options, err};
     about = "Mount BACKING at MOUNTPOINT with a hard byte budget: least recently used block files are evicted",
     after_help = "Example: boundfs /data/kv /mnt/kv -o max_size=24G\n\
                   Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
-                  low_watermark, pattern, stamp_interval, threads, allow_other, metrics_file, metrics_interval \
-                  (and mount(8)'s rw, noexec, exec, nofail, _netdev, x-* ...).\n\
+                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, allow_other, \
+                  metrics_file, metrics_interval (and mount(8)'s rw, noexec, exec, nofail, _netdev, x-* ...).\n\
                   Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE"
 )]
 pub struct Args {
@@ -54,6 +54,12 @@ pub struct Args {
     /// Let other users access the mount.
     #[arg(long)]
     pub allow_other: bool,
+    /// Kernel passthrough of reads (Linux >= 6.9, root): auto or off [default: auto].
+    #[arg(long, value_name = "auto|off")]
+    pub passthrough: Option<String>,
+    /// How long the kernel caches entries, misses and attributes [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub attr_timeout: Option<String>,
     /// Write Prometheus metrics to this file (node_exporter textfile collector).
     #[arg(long, value_name = "PATH")]
     pub metrics_file: Option<String>,
@@ -61,6 +67,20 @@ pub struct Args {
     #[arg(long, value_name = "DURATION")]
     pub metrics_interval: Option<String>,
 }
+
+/// The `-o` keys that take a value.
+const KEYS: &[&str] = &[
+    "max_size",
+    "high_watermark",
+    "low_watermark",
+    "pattern",
+    "stamp_interval",
+    "threads",
+    "passthrough",
+    "attr_timeout",
+    "metrics_file",
+    "metrics_interval",
+];
 
 /// mount(8)/fstab options that are not boundfs's: accepted, ignored. (A
 /// boundfs mount is always nosuid,nodev; `exec`/`noexec` are applied and `ro`
@@ -93,10 +113,6 @@ const MOUNT_GENERIC: &[&str] = &[
     "default_permissions",
 ];
 
-/// The keys boundfs knows (with a value, or the flags).
-const KEYS: &str = "max_size, high_watermark, low_watermark, pattern, stamp_interval, threads, allow_other, \
-                    metrics_file, metrics_interval";
-
 /// Whether `-o` item `item` (`key` or `key=value`) is one boundfs or mount(8)
 /// knows; for the mount helper's sloppy mode (`mount -s`), which drops the rest.
 pub fn known_option(item: &str) -> bool {
@@ -121,6 +137,8 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
     flag("low_watermark", &args.low_watermark, &mut kv);
     flag("stamp_interval", &args.stamp_interval, &mut kv);
     flag("threads", &args.threads, &mut kv);
+    flag("passthrough", &args.passthrough, &mut kv);
+    flag("attr_timeout", &args.attr_timeout, &mut kv);
     flag("metrics_file", &args.metrics_file, &mut kv);
     flag("metrics_interval", &args.metrics_interval, &mut kv);
     for p in &args.pattern {
@@ -154,7 +172,9 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                     return err(format!("option {k} needs a value: -o {k}=VALUE"));
                 }
                 (k, Some(v)) if is_key(k) => kv.push((k.to_string(), v.to_string())),
-                (k, _) => return err(format!("unknown option '{k}'; known: {KEYS}")),
+                (k, _) => {
+                    return err(format!("unknown option '{k}'; known: {}, allow_other", KEYS.join(", ")));
+                }
             }
         }
     }
@@ -162,17 +182,7 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
 }
 
 fn is_key(k: &str) -> bool {
-    matches!(
-        k,
-        "max_size"
-            | "high_watermark"
-            | "low_watermark"
-            | "pattern"
-            | "stamp_interval"
-            | "threads"
-            | "metrics_file"
-            | "metrics_interval"
-    )
+    KEYS.contains(&k)
 }
 
 fn build(
@@ -217,6 +227,14 @@ fn build(
         Some(v) => config::parse_count("threads", v, 256)?,
         None => std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
+    let passthrough = match get("passthrough") {
+        Some(v) => config::parse_auto_off("passthrough", v)?,
+        None => true,
+    };
+    let attr_timeout = match get("attr_timeout") {
+        Some(v) => config::parse_duration("attr_timeout", v)?,
+        None => config::DEFAULT_ATTR_TIMEOUT,
+    };
     let metrics_interval = match get("metrics_interval") {
         Some(v) => config::parse_duration("metrics_interval", v)?,
         None => config::DEFAULT_METRICS_INTERVAL,
@@ -240,6 +258,8 @@ fn build(
         threads,
         allow_other,
         foreground,
+        passthrough,
+        attr_timeout,
         noexec,
         metrics_file,
         metrics_interval,

@@ -17,6 +17,12 @@ pub const DEFAULT_PATTERN: &str = "*.bin";
 pub const DEFAULT_STAMP_INTERVAL: Duration = Duration::from_secs(60);
 /// Default `metrics_interval`: node_exporter's default scrape interval.
 pub const DEFAULT_METRICS_INTERVAL: Duration = Duration::from_secs(15);
+/// Default `attr_timeout`: how long the kernel may cache entries (including
+/// "no such file") and attributes. Long, so that repeated existence probes
+/// never reach the daemon; what the daemon changes itself (eviction, mtime
+/// stamps) is invalidated explicitly, so only changes made in BACKING behind
+/// the mount's back can be seen this late.
+pub const DEFAULT_ATTR_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A bad option or path, worded for the user (one line, says what to do).
 #[derive(Debug, PartialEq)]
@@ -63,6 +69,11 @@ pub struct Options {
     pub metrics_file: Option<PathBuf>,
     /// How often the metrics file is rewritten (`metrics_interval`, ≥ 1 s).
     pub metrics_interval: Duration,
+    /// Kernel passthrough for read-only opens (`passthrough=auto`), or
+    /// daemon-side I/O only (`passthrough=off`).
+    pub passthrough: bool,
+    /// Kernel entry and attribute cache timeout (`attr_timeout`).
+    pub attr_timeout: Duration,
 }
 
 impl Options {
@@ -131,6 +142,15 @@ pub fn parse_duration(key: &str, v: &str) -> Result<Duration, ConfigError> {
         return Ok(Duration::from_secs(secs));
     }
     humantime::parse_duration(t).or_else(|e| err(format!("{key}: '{v}' is not a duration ({e}); e.g. 60s, 5m, 1h")))
+}
+
+/// Parses `auto` (true) or `off` (false).
+pub fn parse_auto_off(key: &str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim() {
+        "auto" => Ok(true),
+        "off" => Ok(false),
+        _ => err(format!("{key}: '{v}' is not auto or off; e.g. {key}=off")),
+    }
 }
 
 /// Parses a count in `1..=max`.

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
-use std::time::Instant;
 
 use fuser::{Config, MountOption, SessionACL};
 
-use crate::cache::{evictor, ledger::Ledger, policy::Policy, scan};
+use crate::cache::ledger::{Kind, Ledger};
+use crate::cache::{evictor, policy::Policy, scan};
 use crate::config::Options;
 use crate::fs::{Core, key_of, sys};
 use crate::fuse::BoundFs;
@@ -36,9 +36,10 @@ enum Event {
 /// refused the mount …), before `on_ready` unless the session itself fails.
 pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(), String> {
     let nofile = sys::raise_nofile();
-    if nofile < 65536 {
+    if nofile < 65536 && unsafe { libc::geteuid() } != 0 {
         log::warn!(
-            "open file limit is {nofile}: one fd is held per inode the kernel caches; lookups fail with EMFILE beyond it"
+            "open file limit is {nofile}: not root, so one fd is held per inode the kernel caches \
+             (no file handles); lookups fail with EMFILE beyond it"
         );
     }
     // Modes from clients are applied exactly (the kernel already applied their umask).
@@ -55,20 +56,21 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     let root_key = key_of(&sys::fstat(root_fd.as_fd()).map_err(|e| format!("stat {}: {e:?}", opts.backing.display()))?);
     let matcher = opts.block_matcher().map_err(|e| e.0)?;
 
-    let t0 = Instant::now();
+    // The index is built in the background once mounted (cache::scan::index);
+    // until then reservations are checked against an upper bound of usage:
+    // the bytes used on BACKING's whole filesystem.
     let mut ledger = Ledger::new(opts.max_size);
-    let report = scan::scan(&root_fd, &matcher, &mut ledger);
-    log::info!(
-        "indexed {} objects ({} block files, {} bytes) in {} in {:.2}s",
-        report.objects,
-        report.blocks,
-        report.bytes,
-        opts.backing.display(),
-        t0.elapsed().as_secs_f64()
-    );
+    let root_st = sys::fstat(root_fd.as_fd()).map_err(|e| format!("stat {}: {e:?}", opts.backing.display()))?;
+    ledger.upsert(key_of(&root_st), sys::allocated(&root_st), false, None, 0);
+    ledger.set_kind(key_of(&root_st), Kind::Dir);
+    let used_bound = sys::fstatvfs(root_fd.as_fd())
+        .map(|v| (v.f_blocks - v.f_bfree) * v.f_frsize)
+        .map_err(|e| format!("statfs {}: {e:?}", opts.backing.display()))?;
+    ledger.start_indexing(used_bound);
     let policy =
         Policy { max_size: opts.max_size, high_watermark: opts.high_watermark, low_watermark: opts.low_watermark };
     let stamp_root = sys::reopen(root_fd.as_fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
+    let index_root = sys::reopen(root_fd.as_fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
     let core =
         Arc::new(Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval));
 
@@ -82,7 +84,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     cfg.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     cfg.n_threads = Some(opts.threads);
     cfg.clone_fd = true;
-    let fs = BoundFs::new(core.clone());
+    let fs = BoundFs::new(core.clone(), opts.attr_timeout, opts.passthrough);
     let mut session = if unsafe { libc::geteuid() } == 0 {
         // As root, mount(2) directly so the type reads fuse.boundfs in
         // /proc/mounts, as mount(8) and fstab expect.
@@ -126,6 +128,20 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     let mut workers = Vec::new();
     {
         let (c, s) = (core.clone(), stop.clone());
+        let backing = opts.backing.clone();
+        workers.push(thread::Builder::new().name("indexer".into()).spawn(move || {
+            let r = scan::index(&c, &index_root, || s.load(Ordering::Relaxed));
+            log::info!(
+                "indexed {} objects ({} block files, {} bytes) in {} in {:.2}s{}",
+                r.objects,
+                r.blocks,
+                r.bytes,
+                backing.display(),
+                r.seconds,
+                if s.load(Ordering::Relaxed) { " (stopped early)" } else { "" }
+            );
+        }));
+        let (c, s) = (core.clone(), stop.clone());
         workers.push(
             thread::Builder::new().name("evictor".into()).spawn(move || evictor::run(c, || s.load(Ordering::Relaxed))),
         );
@@ -133,7 +149,14 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         workers.push(thread::Builder::new().name("invalidator".into()).spawn(move || c.inval.run()));
         let (c, s) = (core.clone(), stop.clone());
         workers.push(thread::Builder::new().name("stamper".into()).spawn(move || {
-            c.stamper.run(&stamp_root, || s.load(Ordering::Relaxed), |n| Stats::add(&c.stats.stamps, n))
+            // The kernel caches attributes for attr_timeout: show it the new mtimes.
+            let stamped = |keys: &[_]| {
+                Stats::add(&c.stats.stamps, keys.len() as u64);
+                keys.iter().filter_map(|k| c.inodes.ino_of(k)).for_each(|ino| {
+                    c.inval.push_attrs(ino);
+                });
+            };
+            c.stamper.run(&stamp_root, || s.load(Ordering::Relaxed), stamped)
         }));
     }
     let metrics = match &opts.metrics_file {

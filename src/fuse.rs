@@ -6,30 +6,119 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BackingId, BsdFileFlags, Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 
-use crate::fs::{Caller, Core, TTL, Xattr};
+use crate::fs::{Caller, Core, Xattr};
+use crate::passthrough::{IoModes, Mode, Plan};
+use crate::stats::Stats;
 
-/// Largest WRITE/READ request asked of the kernel (bytes). The kernel caps it
-/// at `fs.fuse.max_pages_limit` pages (256 = 1 MiB by default).
-pub const MAX_REQUEST: u32 = 1 << 20;
+/// Stack depth asked for passthrough: BACKING may itself be on a stacked
+/// filesystem (overlayfs, as in most containers); nothing stacks on boundfs.
+const MAX_STACK_DEPTH: u32 = 2;
 
 /// The FUSE adapter.
 pub struct BoundFs {
     core: Arc<Core>,
+    ttl: Duration,
+    io: Arc<IoModes<BackingId>>,
 }
 
 impl BoundFs {
-    /// An adapter serving `core`.
-    pub fn new(core: Arc<Core>) -> Self {
-        BoundFs { core }
+    /// An adapter serving `core`; the kernel may cache entries, misses and
+    /// attributes for `ttl`; read-only opens use kernel passthrough when
+    /// `passthrough` is set and the kernel and our privileges allow it.
+    pub fn new(core: Arc<Core>, ttl: Duration, passthrough: bool) -> Self {
+        BoundFs { core, ttl, io: Arc::new(IoModes::new(passthrough)) }
     }
+
+    /// The I/O mode table (for status: handles in passthrough mode).
+    pub fn io_modes(&self) -> Arc<IoModes<BackingId>> {
+        self.io.clone()
+    }
+
+    /// Turns passthrough off after `why`, logging it once.
+    fn no_passthrough(&self, why: &str) {
+        if self.io.disable() {
+            log::warn!("kernel passthrough unavailable ({why}); reads are served by the daemon");
+        }
+    }
+
+    /// Finishes a [`Plan::NeedBacking`]: registers the handle's backing fd
+    /// with the kernel (`open_backing`) and records it for the inode.
+    fn backing_for(
+        &self,
+        ino: u64,
+        fh: u64,
+        direct: bool,
+        open_backing: impl FnOnce(&std::os::fd::OwnedFd) -> std::io::Result<BackingId>,
+    ) -> Plan<BackingId> {
+        let made = match self.core.handle(fh) {
+            Ok(h) => open_backing(&h.fd),
+            Err(_) => Err(std::io::Error::from_raw_os_error(libc::EBADF)),
+        };
+        match made {
+            Ok(id) => {
+                let (id, spare) = self.io.install(ino, id);
+                drop(spare);
+                Plan::Passthrough { id, direct }
+            }
+            Err(e) => {
+                self.no_passthrough(&format!("FUSE_DEV_IOC_BACKING_OPEN: {e}"));
+                self.io.abandon(ino, direct)
+            }
+        }
+    }
+
+    /// Plans and, if needed, sets up the I/O mode of a fresh handle: the
+    /// open flags to answer and the backing id for passthrough. On `None`
+    /// the handle is closed again and the caller answers ETXTBSY.
+    fn mode_of(
+        &self,
+        ino: u64,
+        fh: u64,
+        read_only: bool,
+        open_backing: impl FnOnce(&std::os::fd::OwnedFd) -> std::io::Result<BackingId>,
+    ) -> Option<(FopenFlags, Option<Arc<BackingId>>)> {
+        let plan = match self.io.plan(ino, read_only) {
+            Plan::NeedBacking { direct } => self.backing_for(ino, fh, direct, open_backing),
+            p => p,
+        };
+        match plan {
+            Plan::Passthrough { id, direct } => {
+                self.io.opened(fh, ino, Mode::Passthrough);
+                Stats::add(&self.core.stats.passthrough_opens, 1);
+                let flags = if direct { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::empty() };
+                Some((flags, Some(id)))
+            }
+            Plan::Cached => {
+                self.io.opened(fh, ino, Mode::Cached);
+                Some((FopenFlags::empty(), None))
+            }
+            Plan::Busy | Plan::NeedBacking { .. } => {
+                self.core.release(fh);
+                None
+            }
+        }
+    }
+}
+
+/// Whether an open with `flags` only reads (O_RDONLY without O_TRUNC).
+fn read_only(flags: i32) -> bool {
+    flags & libc::O_ACCMODE == libc::O_RDONLY && flags & libc::O_TRUNC == 0
+}
+
+/// A negative entry: the kernel caches "no such name" for the TTL.
+fn negative_entry() -> FileAttr {
+    let mut a = crate::fs::attr(0, &unsafe { std::mem::zeroed() });
+    a.ino = INodeNo(0);
+    a
 }
 
 fn who(req: &Request) -> Caller {
@@ -56,15 +145,26 @@ macro_rules! reply_err {
 
 impl Filesystem for BoundFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        if let Err(max) = config.set_max_write(MAX_REQUEST) {
-            let _ = config.set_max_write(max);
+        // READ and WRITE requests: fuser asks for its largest max_write (16 MiB)
+        // and max_pages to match; the kernel caps both at
+        // fs.fuse.max_pages_limit pages (256 = 1 MiB by default), so requests
+        // are as large as this kernel allows.
+        if self.io.enabled() {
+            let ok = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+                && config.set_max_stack_depth(MAX_STACK_DEPTH).is_ok();
+            if ok {
+                log::info!("kernel passthrough on for read-only opens");
+            } else {
+                self.no_passthrough("the kernel does not offer FUSE_PASSTHROUGH; Linux >= 6.9 is needed");
+            }
         }
         Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.core.lookup(parent, name) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
+            Err(Errno::ENOENT) if !self.ttl.is_zero() => reply.entry(&self.ttl, &negative_entry(), Generation(0)),
             Err(e) => reply_err!(reply, "lookup", e),
         }
     }
@@ -75,7 +175,7 @@ impl Filesystem for BoundFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.core.getattr(ino, fh.map(|f| f.0)) {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(reply, "getattr", e),
         }
     }
@@ -99,7 +199,7 @@ impl Filesystem for BoundFs {
         reply: ReplyAttr,
     ) {
         match self.core.setattr(ino, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime) {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(reply, "setattr", e),
         }
     }
@@ -113,14 +213,14 @@ impl Filesystem for BoundFs {
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
         match self.core.mknod(parent, name, mode & !umask, rdev, who(req)) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "mknod", e),
         }
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         match self.core.mkdir(parent, name, mode & !umask, who(req)) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "mkdir", e),
         }
     }
@@ -141,7 +241,7 @@ impl Filesystem for BoundFs {
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         match self.core.symlink(parent, link_name, target, who(req)) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "symlink", e),
         }
     }
@@ -164,15 +264,20 @@ impl Filesystem for BoundFs {
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         match self.core.link(ino, newparent, newname) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "link", e),
         }
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.core.open(ino, flags.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply_err!(reply, "open", e),
+        let fh = match self.core.open(ino, flags.0) {
+            Ok(fh) => fh,
+            Err(e) => return reply_err!(reply, "open", e),
+        };
+        match self.mode_of(ino.0, fh, read_only(flags.0), |fd| reply.open_backing(fd)) {
+            Some((f, Some(id))) => reply.opened_passthrough(FileHandle(fh), f, &id),
+            Some((f, None)) => reply.opened(FileHandle(fh), f),
+            None => reply.error(Errno::ETXTBSY),
         }
     }
 
@@ -211,8 +316,26 @@ impl Filesystem for BoundFs {
         }
     }
 
+    /// FLUSH has nothing to do (every write already reached BACKING); ENOSYS
+    /// tells the kernel never to send it again, saving a round trip per close.
     fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        reply.ok();
+        reply.error(Errno::ENOSYS);
+    }
+
+    /// IOCTL: none is supported; ENOTTY is what isatty() (Python's open()
+    /// asks it of every file) expects from a regular file.
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        reply.error(Errno::ENOTTY);
     }
 
     fn release(
@@ -225,8 +348,10 @@ impl Filesystem for BoundFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let backing = self.io.release(fh.0);
         self.core.release(fh.0);
         reply.ok();
+        drop(backing);
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
@@ -325,9 +450,15 @@ impl Filesystem for BoundFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match self.core.create(parent, name, mode & !umask, flags, who(req)) {
-            Ok((a, fh)) => reply.created(&TTL, &a, Generation(0), FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply_err!(reply, "create", e),
+        let (a, fh) = match self.core.create(parent, name, mode & !umask, flags, who(req)) {
+            Ok(r) => r,
+            Err(e) => return reply_err!(reply, "create", e),
+        };
+        let (ttl, g) = (&self.ttl, Generation(0));
+        match self.mode_of(a.ino.0, fh, read_only(flags), |fd| reply.open_backing(fd)) {
+            Some((f, Some(id))) => reply.created_passthrough(ttl, &a, g, FileHandle(fh), f, &id),
+            Some((f, None)) => reply.created(ttl, &a, g, FileHandle(fh), f),
+            None => reply.error(Errno::ETXTBSY),
         }
     }
 

@@ -14,6 +14,7 @@ pub mod logging;
 pub mod metrics;
 pub mod mount_helper;
 pub mod notify;
+pub mod passthrough;
 pub mod ratelimit;
 pub mod sdnotify;
 pub mod stats;

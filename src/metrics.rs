@@ -76,8 +76,15 @@ const FAMILIES: &[Family] = &[
     counter("boundfs_lookup_misses_total", "Lookups of block-file names that found nothing (misses).", |s| {
         s.lookup_misses as f64
     }),
+    counter("boundfs_passthrough_opens_total", "Opens answered with kernel passthrough.", |s| {
+        s.passthrough_opens as f64
+    }),
     counter("boundfs_stamps_total", "mtime stamps written (recency persistence).", |s| s.stamps as f64),
     gauge("boundfs_stamps_pending", "mtime stamps queued, not yet written.", |s| s.stamps_pending as f64),
+    gauge("boundfs_indexing", "1 while the start-up index of the backing directory is being built.", |s| {
+        u8::from(s.indexing) as f64
+    }),
+    gauge("boundfs_index_seconds", "How long the start-up index took (0 while it runs).", |s| s.index_seconds),
     gauge("boundfs_uptime_seconds", "Seconds since the mount started.", |s| s.uptime_seconds as f64),
 ];
 

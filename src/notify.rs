@@ -14,15 +14,22 @@ use std::time::Duration;
 use fuser::{INodeNo, Notifier};
 use parking_lot::{Condvar, Mutex};
 
+/// One invalidation: an entry `(parent FUSE inode, name)`, or the cached
+/// attributes of a FUSE inode.
+enum Item {
+    Entry(u64, OsString),
+    Attrs(u64),
+}
+
 #[derive(Default)]
 struct Queue {
-    items: VecDeque<(u64, u64, OsString)>,
+    items: VecDeque<(u64, Item)>,
     queued: u64,
     sent: u64,
     stop: bool,
 }
 
-/// Queue of `(parent FUSE inode, name)` entry invalidations.
+/// Queue of entry and attribute invalidations.
 #[derive(Default)]
 pub struct Invalidator {
     q: Mutex<Queue>,
@@ -39,10 +46,20 @@ impl Invalidator {
 
     /// Queues an invalidation of `name` in directory `parent`; returns a ticket for [`Invalidator::wait`].
     pub fn push(&self, parent: u64, name: OsString) -> u64 {
+        self.enqueue(Item::Entry(parent, name))
+    }
+
+    /// Queues an invalidation of the cached attributes of `ino` (after the
+    /// daemon changed them itself, e.g. an mtime stamp).
+    pub fn push_attrs(&self, ino: u64) -> u64 {
+        self.enqueue(Item::Attrs(ino))
+    }
+
+    fn enqueue(&self, item: Item) -> u64 {
         let mut q = self.q.lock();
         q.queued += 1;
         let t = q.queued;
-        q.items.push_back((t, parent, name));
+        q.items.push_back((t, item));
         self.cv.notify_all();
         t
     }
@@ -67,7 +84,7 @@ impl Invalidator {
     /// The thread body: sends queued invalidations until [`Invalidator::stop`].
     pub fn run(&self) {
         loop {
-            let (t, parent, name) = {
+            let (t, item) = {
                 let mut q = self.q.lock();
                 loop {
                     if q.stop {
@@ -80,8 +97,13 @@ impl Invalidator {
                 }
             };
             if let Some(n) = self.notifier.get() {
-                if let Err(e) = n.inval_entry(INodeNo(parent), &name) {
-                    log::debug!("inval_entry({parent}, {name:?}): {e}");
+                let r = match &item {
+                    Item::Entry(parent, name) => n.inval_entry(INodeNo(*parent), name),
+                    // offset -1: attributes only, the page cache stays.
+                    Item::Attrs(ino) => n.inval_inode(INodeNo(*ino), -1, 0),
+                };
+                if let Err(e) = r {
+                    log::debug!("invalidation failed: {e}");
                 }
             }
             let mut q = self.q.lock();

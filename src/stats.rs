@@ -29,6 +29,8 @@ pub struct Stats {
     pub lookup_misses: AtomicU64,
     /// mtime stamps written.
     pub stamps: AtomicU64,
+    /// Opens answered with kernel passthrough.
+    pub passthrough_opens: AtomicU64,
 }
 
 impl Stats {

@@ -60,10 +60,17 @@ pub struct Status {
     pub block_opens: u64,
     /// Lookups of block-file names that found nothing (cache misses).
     pub lookup_misses: u64,
+    /// Opens answered with kernel passthrough (reads bypass the daemon).
+    pub passthrough_opens: u64,
     /// mtime stamps written (recency persistence).
     pub stamps: u64,
     /// mtime stamps queued, not yet written.
     pub stamps_pending: u64,
+    /// The start-up index of BACKING is still being built (usage is an
+    /// upper bound until it completes).
+    pub indexing: bool,
+    /// How long the start-up index took, seconds (0 while it runs).
+    pub index_seconds: f64,
     /// Seconds since the mount started.
     pub uptime_seconds: u64,
 }
@@ -136,7 +143,16 @@ impl Status {
                     self.hit_ratio().map_or("-".to_string(), |r| format!("{:.1}%", r * 100.0))
                 ),
             ),
+            ("passthrough", format!("{} opens", count(self.passthrough_opens))),
             ("stamps", format!("{} written, {} pending", count(self.stamps), count(self.stamps_pending))),
+            (
+                "index",
+                if self.indexing {
+                    "building (usage counts what is indexed so far)".to_string()
+                } else {
+                    format!("complete in {:.2}s", self.index_seconds)
+                },
+            ),
             ("uptime", duration(self.uptime_seconds)),
         ];
         let mut out = String::new();

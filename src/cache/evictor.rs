@@ -228,6 +228,13 @@ impl SweepLog {
 /// then evicts down to the low watermark. Runs until `stop` returns true.
 pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
     let mut sweeps = SweepLog::default();
+    // Background eviction waits for the start-up index, which sets the LRU
+    // order (writes that need room meanwhile wait for it in `Core::reserve`).
+    while !core.wait_indexed_for(Duration::from_secs(1)) {
+        if stop() {
+            return;
+        }
+    }
     loop {
         {
             let (m, cv) = &core.evict_wake;

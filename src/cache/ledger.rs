@@ -5,13 +5,12 @@
 //!
 //! Invariant: a key is in the LRU list iff its entry is `Live`, is a block file,
 //! has no open handle (`opens == 0`), has a known path and is not parked. So the
-//! least recently used evictable block is always `lru.peek_lru()`: choosing a
+//! least recently used evictable block is always the LRU list's cold end: choosing a
 //! victim is O(1) and never scans the index.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use lru::LruCache;
+use super::table::Table;
 
 /// Identity of a backing object: `(st_dev, st_ino)`. Hard links share one key,
 /// so a file with two names is counted once, as du counts it.
@@ -79,6 +78,34 @@ pub struct Entry {
     stamped_at: u32,
     /// See [`Kind`]; set with [`Ledger::set_kind`].
     kind: Kind,
+    /// In the LRU list (kept by [`super::table::Table`]).
+    pub(super) linked: bool,
+    /// The table slot holds this entry (false: a free slot).
+    pub(super) used: bool,
+}
+
+impl Entry {
+    /// A live entry of `size` bytes with no handle, not yet in the LRU.
+    fn new(size: u64, block: bool, path: Option<PathBuf>, parked: bool, stamped_at: u32) -> Self {
+        let path = path.map(PathBuf::into_boxed_path);
+        Entry {
+            size,
+            block,
+            opens: 0,
+            state: State::Live,
+            path,
+            parked,
+            stamped_at,
+            kind: Kind::File,
+            linked: false,
+            used: true,
+        }
+    }
+
+    /// An empty entry (size 0, not a block, no path).
+    pub(super) fn placeholder() -> Self {
+        Entry::new(0, false, None, false, 0)
+    }
 }
 
 /// Why a reservation could not be granted: the bytes missing.
@@ -112,25 +139,38 @@ pub struct LedgerCounts {
 
 /// The index of the backing tree. See the module docs for the invariant.
 pub struct Ledger {
-    entries: HashMap<FileKey, Entry>,
-    lru: LruCache<FileKey, ()>,
+    /// Entries, and the LRU list of the evictable ones.
+    entries: Table,
     usage: u64,
     reserved: u64,
-    /// Bytes of the entries in `lru` (what eviction could free now).
+    /// Bytes of the entries in the LRU list (what eviction could free now).
     lru_bytes: u64,
     max_size: u64,
     block_files: u64,
     open_handles: u64,
     dirs: u64,
     others: u64,
+    /// While the start-up index is incomplete: an upper bound of the backing
+    /// tree's usage (bytes used on BACKING's filesystem at mount, plus every
+    /// reservation granted since), which reservations are checked against.
+    indexing_bound: Option<u64>,
+}
+
+/// Why [`Ledger::reserve`] refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// `committed() + bytes` would pass the budget by this many bytes.
+    Short(u64),
+    /// The start-up index is incomplete and its bound leaves no room: wait
+    /// for the index, then ask again.
+    Indexing,
 }
 
 impl Ledger {
     /// An empty ledger for a budget of `max_size` bytes.
     pub fn new(max_size: u64) -> Self {
         Ledger {
-            entries: HashMap::new(),
-            lru: LruCache::unbounded(),
+            entries: Table::default(),
             usage: 0,
             reserved: 0,
             lru_bytes: 0,
@@ -139,6 +179,57 @@ impl Ledger {
             open_handles: 0,
             dirs: 0,
             others: 0,
+            indexing_bound: None,
+        }
+    }
+
+    /// Starts the start-up index: until [`Ledger::indexed`], reservations are
+    /// granted only while `used_bound` (bytes; at least the backing tree's
+    /// usage now, e.g. the used bytes of BACKING's filesystem) plus all
+    /// reservations granted since stays within the budget.
+    pub fn start_indexing(&mut self, used_bound: u64) {
+        self.indexing_bound = Some(used_bound);
+    }
+
+    /// The start-up index is complete: usage is exact again.
+    pub fn indexed(&mut self) {
+        self.indexing_bound = None;
+    }
+
+    /// Whether the start-up index is still being built.
+    pub fn indexing(&self) -> bool {
+        self.indexing_bound.is_some()
+    }
+
+    /// Records an object found by the start-up index, unless it is known
+    /// already (a request saw it first). It counts in usage at once but stays
+    /// out of the LRU (parked) until [`Ledger::order_indexed`] places it by
+    /// its mtime, or a touch makes it most recent. Returns whether it was new.
+    pub fn index(&mut self, key: FileKey, size: u64, block: bool, path: Option<PathBuf>) -> bool {
+        if self.entries.contains_key(&key) {
+            return false;
+        }
+        self.usage += size;
+        self.block_files += u64::from(block);
+        self.entries.insert(key, Entry::new(size, block, path, true, 0));
+        true
+    }
+
+    /// Puts indexed block files that nothing has touched since at the cold
+    /// end of the LRU, `newest_first` (by mtime), so the oldest ends up least
+    /// recent: they are all older than anything used since the mount.
+    pub fn order_indexed(&mut self, newest_first: &[FileKey]) {
+        for &key in newest_first {
+            let Some(e) = self.entries.get_mut(&key) else { continue };
+            if !e.parked {
+                continue;
+            }
+            e.parked = false;
+            if Self::evictable(e) {
+                let size = e.size;
+                self.entries.lru_put_cold(&key);
+                self.lru_bytes += size;
+            }
         }
     }
 
@@ -176,7 +267,7 @@ impl Ledger {
             dirs: self.dirs,
             others: self.others,
             block_files: self.block_files,
-            evictable: self.lru.len() as u64,
+            evictable: self.entries.lru_len() as u64,
             open_handles: self.open_handles,
         }
     }
@@ -189,9 +280,9 @@ impl Ledger {
     /// that (re)enters goes in as most recent.
     fn sync_lru(&mut self, key: FileKey) {
         let want = self.entries.get(&key).is_some_and(Self::evictable);
-        let has = self.lru.contains(&key);
+        let has = self.entries.lru_contains(&key);
         if want && !has {
-            self.lru.put(key, ());
+            self.entries.lru_put_hot(&key);
             self.lru_bytes += self.entries.get(&key).map_or(0, |e| e.size);
         } else if !want && has {
             self.lru_pop(key);
@@ -200,7 +291,7 @@ impl Ledger {
 
     /// Takes `key` out of the LRU (if there), keeping `lru_bytes` in step.
     fn lru_pop(&mut self, key: FileKey) {
-        if self.lru.pop(&key).is_some() {
+        if self.entries.lru_remove(&key) {
             self.lru_bytes -= self.entries.get(&key).map_or(0, |e| e.size);
         }
     }
@@ -213,7 +304,7 @@ impl Ledger {
     /// Applies a size change of `key` (from `old` to `new` bytes) to the totals.
     fn resize(&mut self, key: FileKey, old: u64, new: u64) {
         self.usage = self.usage - old + new;
-        if self.lru.contains(&key) {
+        if self.entries.lru_contains(&key) {
             self.lru_bytes = self.lru_bytes - old + new;
         }
     }
@@ -247,19 +338,7 @@ impl Ledger {
                 if block {
                     self.block_files += 1;
                 }
-                self.entries.insert(
-                    key,
-                    Entry {
-                        size,
-                        block,
-                        opens: 0,
-                        state: State::Live,
-                        path: path.map(PathBuf::into_boxed_path),
-                        parked: false,
-                        stamped_at: now.saturating_add(1),
-                        kind: Kind::File,
-                    },
-                );
+                self.entries.insert(key, Entry::new(size, block, path, false, now.saturating_add(1)));
             }
         }
         self.sync_lru(key);
@@ -320,7 +399,7 @@ impl Ledger {
         } else {
             None
         };
-        if self.lru.promote(&key) {
+        if self.entries.lru_promote(&key) {
             return stamp;
         }
         self.sync_lru(key);
@@ -334,16 +413,10 @@ impl Ledger {
     /// [`Ledger::upsert`] or removes with [`Ledger::mark_unlinked`] + [`Ledger::unpin`].
     pub fn pin(&mut self, key: FileKey) -> Result<bool, Gone> {
         let new = !self.entries.contains_key(&key);
-        let e = self.entries.entry(key).or_insert_with(|| Entry {
-            size: 0,
-            block: false,
-            opens: 0,
-            state: State::Live,
-            path: None,
-            parked: false,
-            stamped_at: 0,
-            kind: Kind::File,
-        });
+        if new {
+            self.entries.insert(key, Entry::placeholder());
+        }
+        let Some(e) = self.entries.get_mut(&key) else { return Err(Gone) };
         if e.state == State::Evicting {
             return Err(Gone);
         }
@@ -435,6 +508,20 @@ impl Ledger {
         Ok(())
     }
 
+    /// [`Ledger::reserve`], checked while the start-up index is incomplete
+    /// against the index's usage bound instead. Errors: [`Refused`].
+    pub fn reserve_checked(&mut self, bytes: u64) -> Result<(), Refused> {
+        let Some(bound) = self.indexing_bound else {
+            return self.reserve(bytes).map_err(|s| Refused::Short(s.0));
+        };
+        if bound.saturating_add(bytes) > self.max_size {
+            return Err(Refused::Indexing);
+        }
+        self.indexing_bound = Some(bound + bytes);
+        self.reserved += bytes;
+        Ok(())
+    }
+
     /// Returns a reservation of `bytes`.
     pub fn release(&mut self, bytes: u64) {
         self.reserved = self.reserved.saturating_sub(bytes);
@@ -445,7 +532,7 @@ impl Ledger {
     /// calls [`Ledger::begin_evict`]; if it gives up it calls [`Ledger::park`]
     /// or [`Ledger::forget_path`].
     pub fn take_victim(&mut self) -> Option<(FileKey, PathBuf)> {
-        while let Some((key, ())) = self.lru.pop_lru() {
+        while let Some(key) = self.entries.lru_pop_cold() {
             self.lru_bytes -= self.entries.get(&key).map_or(0, |e| e.size);
             if let Some(p) = self.entries.get(&key).and_then(|e| e.path.as_deref()) {
                 return Some((key, p.to_path_buf()));

@@ -220,3 +220,32 @@ fn counts_split_files_dirs_and_others() {
     let c = l.counts();
     assert_eq!((c.files, c.dirs, c.others), (1, 0, 0));
 }
+
+#[test]
+fn indexed_blocks_count_at_once_and_go_behind_everything_used_since() {
+    let mut l = Ledger::new(1000);
+    l.start_indexing(0);
+    block(&mut l, 9, 10); // created through the mount during the index
+    for n in 1..=4 {
+        assert!(l.index(k(n), 10, true, Some(PathBuf::from(format!("d/{n}.bin")))));
+    }
+    assert!(!l.index(k(9), 10, true, None), "a key a request saw first is kept");
+    assert_eq!(l.usage(), 50);
+    assert_eq!(l.evictable_bytes(), 10, "indexed blocks wait for their order");
+    l.touch(k(3), 0, 60); // looked up during the index: most recent
+    l.order_indexed(&[k(4), k(3), k(2), k(1)]); // newest mtime first
+    assert_eq!(victims(&mut l), vec![1, 2, 4, 9, 3]);
+}
+
+#[test]
+fn while_indexing_reservations_are_checked_against_the_bound() {
+    let mut l = Ledger::new(100);
+    l.start_indexing(60);
+    assert_eq!(l.reserve_checked(30), Ok(()));
+    l.release(30); // the write landed: its bytes stay in the bound
+    assert_eq!(l.reserve_checked(30), Err(Refused::Indexing), "60 + 30 + 30 > 100");
+    assert_eq!(l.reserve_checked(10), Ok(()));
+    l.indexed();
+    assert_eq!(l.reserve_checked(80), Ok(()), "exact usage (0) once indexed");
+    assert_eq!(l.reserve_checked(30), Err(Refused::Short(20)));
+}

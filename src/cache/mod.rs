@@ -6,3 +6,4 @@ pub mod ledger;
 pub mod policy;
 pub mod scan;
 pub mod stamp;
+pub mod table;

@@ -1,20 +1,31 @@
-//! The start-up walk of BACKING: every object with its allocated bytes, and
-//! block files in mtime order, so the LRU order of the last run (persisted as
-//! mtimes by `stamp`) is restored and usage counts pre-existing files from the
-//! first request. The walk goes through directory fds and never follows a symlink.
+//! The start-up index of BACKING: every object with its allocated bytes, and
+//! block files placed in the LRU in mtime order, so the LRU order of the last
+//! run (persisted as mtimes by `stamp`) is restored.
+//!
+//! [`index`] runs in the background while the mount already serves: each
+//! chunk of a directory is stat'ed under that directory's stripe lock, so a
+//! concurrent create, unlink or rename in it is seen either before (and the
+//! request's own ledger update stands) or after (and the request finds the
+//! entry). Usage counts each chunk at once; the LRU order is set at the end.
+//! [`scan`] is the same walk into a bare ledger (tests, tools).
+//! The walk goes through directory fds and never follows a symlink.
 
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use globset::GlobSet;
 
 use crate::cache::ledger::{FileKey, Kind, Ledger};
-use crate::fs::{key_of, sys};
+use crate::fs::{Core, key_of, sys};
+
+/// Names stat'ed per stripe-lock hold.
+const CHUNK: usize = 512;
 
 /// What the walk found.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ScanReport {
     /// Objects indexed (files, directories, symlinks …), BACKING included.
     pub objects: u64,
@@ -24,36 +35,56 @@ pub struct ScanReport {
     pub bytes: u64,
     /// Directories that could not be read (permissions, races).
     pub unreadable: u64,
+    /// Wall time of the walk, seconds.
+    pub seconds: f64,
 }
 
+/// One object found: identity, allocated bytes, mtime, block-ness, and (for
+/// block files) the path relative to BACKING.
 struct Found {
     key: FileKey,
     size: u64,
     mtime: (i64, i64),
     block: bool,
     kind: Kind,
-    path: PathBuf,
+    path: Option<PathBuf>,
 }
 
-/// Walks the tree under `root` (an `O_PATH` fd of BACKING) into `ledger`.
-pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanReport {
-    let mut report = ScanReport::default();
-    let mut found = Vec::new();
-    if let Ok(st) = sys::fstat(root.as_fd()) {
-        ledger.upsert(key_of(&st), sys::allocated(&st), false, None, 0);
-        ledger.set_kind(key_of(&st), Kind::Dir);
-        report.objects += 1;
-        report.bytes += sys::allocated(&st);
+/// Stats `names` in `dir` (relative path `rel`) without following symlinks.
+fn stat_chunk(dir: BorrowedFd<'_>, rel: &Path, names: &[Vec<u8>], matcher: &GlobSet) -> Vec<Found> {
+    let mut out = Vec::with_capacity(names.len());
+    for n in names {
+        let Ok(c) = CString::new(n.as_slice()) else { continue };
+        let Ok(st) = sys::fstatat(dir, &c) else { continue };
+        let name = OsStr::from_bytes(n);
+        let block = st.st_mode & libc::S_IFMT == libc::S_IFREG && matcher.is_match(Path::new(name));
+        let path = block.then(|| rel.join(name));
+        let (key, size, mtime, kind) =
+            (key_of(&st), sys::allocated(&st), (st.st_mtime, st.st_mtime_nsec), Kind::of_mode(st.st_mode));
+        out.push(Found { key, size, mtime, block, kind, path });
     }
+    out
+}
+
+/// Walks the tree under `root` depth-first, calling `visit(dir fd, dir key,
+/// relative path, names)` with up to [`CHUNK`] names at a time, until it
+/// returns false. Directories are descended through `O_PATH|O_NOFOLLOW` fds.
+fn walk(
+    root: &OwnedFd,
+    report: &mut ScanReport,
+    mut visit: impl FnMut(BorrowedFd<'_>, FileKey, &Path, &[Vec<u8>]) -> bool,
+) {
     let mut stack: Vec<(OwnedFd, PathBuf)> = match sys::reopen(root.as_fd(), libc::O_PATH) {
         Ok(fd) => vec![(fd, PathBuf::new())],
-        Err(_) => return report,
+        Err(_) => return,
     };
     while let Some((dir, rel)) = stack.pop() {
-        let Ok(rd) = sys::reopen(dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY) else {
+        let (Ok(rd), Ok(st)) = (sys::reopen(dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY), sys::fstat(dir.as_fd()))
+        else {
             report.unreadable += 1;
             continue;
         };
+        let dkey = key_of(&st);
         loop {
             let Ok(batch) = sys::getdents(rd.as_raw_fd()) else {
                 report.unreadable += 1;
@@ -62,47 +93,102 @@ pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanRepor
             if batch.is_empty() {
                 break;
             }
+            let mut names = Vec::with_capacity(batch.len());
             for e in batch {
                 if e.name == b"." || e.name == b".." {
                     continue;
                 }
-                let Ok(c) = CString::new(e.name.clone()) else {
-                    continue;
-                };
-                let Ok(st) = sys::fstatat(dir.as_fd(), &c) else {
-                    continue;
-                };
-                let name = OsStr::from_bytes(&e.name);
-                let path = rel.join(name);
-                let fmt = st.st_mode & libc::S_IFMT;
-                if fmt == libc::S_IFDIR {
-                    if let Ok(fd) = sys::open_path(dir.as_fd(), &c) {
-                        stack.push((fd, path.clone()));
+                if e.kind == libc::DT_DIR || e.kind == libc::DT_UNKNOWN {
+                    if let Ok(c) = CString::new(e.name.as_slice()) {
+                        // O_PATH|O_NOFOLLOW on a non-directory just fails the
+                        // reopen as a directory later; symlinks are never followed.
+                        if let Ok(fd) = sys::open_path(dir.as_fd(), &c) {
+                            if sys::fstat(fd.as_fd()).is_ok_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR) {
+                                stack.push((fd, rel.join(OsStr::from_bytes(&e.name))));
+                            }
+                        }
                     }
                 }
-                let block = fmt == libc::S_IFREG && matcher.is_match(std::path::Path::new(name));
-                found.push(Found {
-                    key: key_of(&st),
-                    size: sys::allocated(&st),
-                    mtime: (st.st_mtime, st.st_mtime_nsec),
-                    block,
-                    kind: Kind::of_mode(st.st_mode),
-                    path,
-                });
+                names.push(e.name);
+            }
+            for chunk in names.chunks(CHUNK) {
+                if !visit(dir.as_fd(), dkey, &rel, chunk) {
+                    return;
+                }
             }
         }
     }
-    // Oldest first: each upsert makes its key the most recent.
-    found.sort_by_key(|f| (f.block, f.mtime));
+}
+
+/// Records `found` in `ledger`, counting what was new into `report` and the
+/// block files into `order` as `(mtime, key)`.
+fn record(ledger: &mut Ledger, found: Vec<Found>, report: &mut ScanReport, order: &mut Vec<((i64, i64), FileKey)>) {
     for f in found {
-        if ledger.get(&f.key).is_none() {
+        if ledger.index(f.key, f.size, f.block, f.path) {
+            ledger.set_kind(f.key, f.kind);
             report.objects += 1;
             report.bytes += f.size;
             report.blocks += u64::from(f.block);
+            if f.block {
+                order.push((f.mtime, f.key));
+            }
         }
-        ledger.upsert(f.key, f.size, f.block, Some(f.path), 0);
-        ledger.set_kind(f.key, f.kind);
-        ledger.mark_unstamped(f.key);
     }
+}
+
+/// Sorts `order` newest first, for [`Ledger::order_indexed`].
+fn newest_first(mut order: Vec<((i64, i64), FileKey)>) -> Vec<FileKey> {
+    order.sort_unstable_by(|a, b| b.cmp(a));
+    order.into_iter().map(|(_, k)| k).collect()
+}
+
+/// Walks the tree under `root` (an `O_PATH` fd of BACKING) into `ledger`.
+pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanReport {
+    let t0 = Instant::now();
+    let mut report = ScanReport::default();
+    let mut order = Vec::new();
+    if let Ok(st) = sys::fstat(root.as_fd()) {
+        let root_found = Found {
+            key: key_of(&st),
+            size: sys::allocated(&st),
+            mtime: (0, 0),
+            block: false,
+            kind: Kind::Dir,
+            path: None,
+        };
+        record(ledger, vec![root_found], &mut report, &mut order);
+    }
+    let mut r = ScanReport::default();
+    walk(root, &mut r, |dir, _, rel, names| {
+        record(ledger, stat_chunk(dir, rel, names, matcher), &mut report, &mut order);
+        true
+    });
+    ledger.order_indexed(&newest_first(order));
+    report.unreadable = r.unreadable;
+    report.seconds = t0.elapsed().as_secs_f64();
+    report
+}
+
+/// Builds the index of a mounted `core` in the background (see the module
+/// docs); marks the ledger indexed and wakes the evictor when done, or when
+/// `stop` returns true (shutdown: the index is then partial).
+pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport {
+    let t0 = Instant::now();
+    let mut report = ScanReport::default();
+    let mut order = Vec::new();
+    let mut r = ScanReport::default();
+    walk(root, &mut r, |dir, dkey, rel, names| {
+        let _stripe = core.dirlocks.lock(&[dkey]);
+        let found = stat_chunk(dir, rel, names, &core.matcher);
+        record(&mut core.ledger.lock(), found, &mut report, &mut order);
+        !stop()
+    });
+    let keys = newest_first(order);
+    for chunk in keys.chunks(4096) {
+        core.ledger.lock().order_indexed(chunk);
+    }
+    report.unreadable = r.unreadable;
+    report.seconds = t0.elapsed().as_secs_f64();
+    core.index_done(report.clone());
     report
 }

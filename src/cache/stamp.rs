@@ -13,6 +13,12 @@ use parking_lot::{Condvar, Mutex};
 use crate::cache::ledger::FileKey;
 use crate::fs::{key_of, sys};
 
+/// How long a queued stamp waits before it is written. The request that
+/// queued it (a lookup, an open) replies with the attributes it read; the
+/// attribute invalidation sent after the stamp must reach the kernel after
+/// that reply, or the kernel would keep the old mtime for attr_timeout.
+pub const STAMP_DELAY: Duration = Duration::from_millis(100);
+
 /// Queue of `(key, path relative to BACKING)` to stamp.
 #[derive(Default)]
 pub struct Stamper {
@@ -37,13 +43,13 @@ impl Stamper {
         self.cv.notify_all();
     }
 
-    /// Writes every queued stamp now; returns how many were written.
+    /// Writes every queued stamp now; returns the keys stamped.
     /// Each path is resolved beneath `root` without following symlinks and
     /// checked to still be `key`, so a stamp never lands on another file.
-    pub fn flush(&self, root: &OwnedFd) -> u64 {
+    pub fn flush(&self, root: &OwnedFd) -> Vec<FileKey> {
         let batch = std::mem::take(&mut *self.q.lock());
         let now = FileTime::now();
-        let mut done = 0;
+        let mut done = Vec::new();
         for (key, path) in batch {
             let Ok(fd) = sys::open_beneath(root.as_fd(), &path, libc::O_PATH) else {
                 continue;
@@ -54,25 +60,31 @@ impl Stamper {
             }
             let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
             match filetime::set_file_mtime(&proc, now) {
-                Ok(()) => done += 1,
+                Ok(()) => done.push(key),
                 Err(e) => log::debug!("stamp of {} failed: {e}", path.display()),
             }
         }
         done
     }
 
-    /// The thread body: flushes whenever stamps are queued (batched for up to
-    /// a second) until `stop` returns true; flushes once more on the way out.
-    pub fn run(&self, root: &OwnedFd, stop: impl Fn() -> bool, count: impl Fn(u64)) {
+    /// The thread body: flushes queued stamps in batches, each at least
+    /// [`STAMP_DELAY`] after its first stamp was queued, until `stop` returns
+    /// true; flushes once more on the way out. `stamped` gets the keys of
+    /// each batch written.
+    pub fn run(&self, root: &OwnedFd, stop: impl Fn() -> bool, stamped: impl Fn(&[FileKey])) {
         while !stop() {
-            {
+            let queued = {
                 let mut q = self.q.lock();
                 if q.is_empty() {
                     self.cv.wait_for(&mut q, Duration::from_secs(1));
                 }
+                !q.is_empty()
+            };
+            if queued && !stop() {
+                std::thread::sleep(STAMP_DELAY);
             }
-            count(self.flush(root));
+            stamped(&self.flush(root));
         }
-        count(self.flush(root));
+        stamped(&self.flush(root));
     }
 }

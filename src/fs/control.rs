@@ -36,6 +36,7 @@ impl Core {
         };
         let p = self.policy();
         let s = &self.stats;
+        let index = self.index_report();
         Status {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backing: self.root_path.display().to_string(),
@@ -62,8 +63,11 @@ impl Core {
             enospc: Stats::get(&s.enospc),
             block_opens: Stats::get(&s.block_opens),
             lookup_misses: Stats::get(&s.lookup_misses),
+            passthrough_opens: Stats::get(&s.passthrough_opens),
             stamps: Stats::get(&s.stamps),
             stamps_pending: self.stamper.pending() as u64,
+            indexing: index.is_none(),
+            index_seconds: index.map_or(0.0, |r| (r.seconds * 1000.0).round() / 1000.0),
             uptime_seconds: self.start.elapsed().as_secs(),
         }
     }

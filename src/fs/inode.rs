@@ -1,23 +1,34 @@
-//! The inode table: FUSE inode numbers ↔ backing objects, each held by an
-//! `O_PATH | O_NOFOLLOW` fd (the virtiofsd model). Holding the fd pins the
-//! backing inode, so its `(dev, ino)` cannot be reused while the kernel still
-//! knows the FUSE inode, and no later path lookup in BACKING can redirect it.
+//! The inode table: FUSE inode numbers ↔ backing objects, each reached
+//! through an `O_PATH | O_NOFOLLOW` fd (the virtiofsd model): every request
+//! works on that fd, so no later path lookup in BACKING can redirect it.
 //!
-//! Lock: one `RwLock` over both maps. It is a leaf lock: no other lock is
-//! taken while it is held and no syscall runs under it.
+//! The kernel may hold far more inodes than the daemon may hold fds (its
+//! dentry cache keeps every file an engine probed). So at most `fd_cap`
+//! inodes keep their fd ("hot"); colder ones keep only their file handle
+//! (`name_to_handle_at`, which carries the inode generation, so a recycled
+//! inode number answers ESTALE) and are reopened with `open_by_handle_at`
+//! when the kernel next names them. Which fd to close is chosen by a CLOCK
+//! (second chance) over the hot inodes. Where handles are unavailable (not
+//! root, or a filesystem without them) inodes keep their fd, as before.
+//!
+//! Lock: one `RwLock` over the maps. It is a leaf lock: no other lock is
+//! taken while it is held and no syscall runs under it (fds are opened
+//! before and closed after).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::RwLock;
 
+use super::{key_of, sys};
 use crate::cache::ledger::FileKey;
 
 /// FUSE inode number of the mountpoint's root (fixed by the protocol).
 pub const ROOT_INO: u64 = 1;
 
-/// One backing object the kernel holds a reference to.
+/// One backing object the kernel holds a reference to, with its open fd.
 #[derive(Debug)]
 pub struct Inode {
     /// FUSE inode number.
@@ -27,6 +38,8 @@ pub struct Inode {
     /// `st_mode & S_IFMT` of the backing object.
     pub fmt: u32,
     fd: OwnedFd,
+    /// Used since the CLOCK hand last passed (second chance).
+    used: AtomicBool,
 }
 
 impl Inode {
@@ -42,36 +55,92 @@ impl Inode {
 }
 
 struct Slot {
-    inode: Arc<Inode>,
     nlookup: u64,
+    key: FileKey,
+    fmt: u32,
+    /// File handle to reopen a cold inode; `None`: the fd is never closed.
+    handle: Option<Box<[u8]>>,
+    /// The inode with its fd, while hot.
+    hot: Option<Arc<Inode>>,
 }
 
 struct Maps {
     by_ino: HashMap<u64, Slot>,
     by_key: HashMap<FileKey, u64>,
     next_ino: u64,
+    /// CLOCK of hot inodes that have a handle (may hold stale numbers).
+    ring: VecDeque<u64>,
+    /// Hot inodes that have a handle (what `fd_cap` bounds).
+    hot: usize,
 }
 
 /// FUSE inode number → [`Inode`], with kernel lookup counts.
 pub struct InodeTable {
     maps: RwLock<Maps>,
+    root: Arc<Inode>,
+    /// BACKING opened for reading: `open_by_handle_at` takes no `O_PATH` fd.
+    mount_fd: Option<OwnedFd>,
+    fd_cap: usize,
+    handles: bool,
 }
 
 impl InodeTable {
-    /// A table holding only the root (BACKING), never forgotten.
+    /// A table holding only the root (BACKING), never forgotten. Up to half
+    /// the open file limit of inodes keep their fd; the rest are reopened by
+    /// handle (only as root: `open_by_handle_at` needs CAP_DAC_READ_SEARCH).
     pub fn new(root_fd: OwnedFd, root_key: FileKey) -> Self {
-        let root = Arc::new(Inode { ino: ROOT_INO, key: root_key, fmt: libc::S_IFDIR, fd: root_fd });
-        let mut by_ino = HashMap::new();
-        by_ino.insert(ROOT_INO, Slot { inode: root, nlookup: 1 << 62 });
-        let mut by_key = HashMap::new();
-        by_key.insert(root_key, ROOT_INO);
-        InodeTable { maps: RwLock::new(Maps { by_ino, by_key, next_ino: ROOT_INO + 1 }) }
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+        let cap = (lim.rlim_cur / 2).clamp(64, 1 << 20) as usize;
+        Self::with_fd_cap(root_fd, root_key, cap, unsafe { libc::geteuid() } == 0)
     }
 
-    /// The inode for a FUSE inode number. None: the kernel sent an inode we
-    /// never gave it or already forgot (the caller answers ESTALE).
+    /// [`InodeTable::new`] with at most `fd_cap` fds held, and file handles
+    /// used only if `handles`.
+    pub fn with_fd_cap(root_fd: OwnedFd, root_key: FileKey, fd_cap: usize, handles: bool) -> Self {
+        let fmt = libc::S_IFDIR;
+        let root = Arc::new(Inode { ino: ROOT_INO, key: root_key, fmt, fd: root_fd, used: AtomicBool::new(true) });
+        let slot = Slot { nlookup: 1 << 62, key: root_key, fmt, handle: None, hot: Some(root.clone()) };
+        let maps = Maps {
+            by_ino: HashMap::from([(ROOT_INO, slot)]),
+            by_key: HashMap::from([(root_key, ROOT_INO)]),
+            next_ino: ROOT_INO + 1,
+            ring: VecDeque::new(),
+            hot: 0,
+        };
+        let mount_fd = if handles { sys::reopen(root.fd(), libc::O_RDONLY | libc::O_DIRECTORY).ok() } else { None };
+        let handles = mount_fd.is_some();
+        InodeTable { maps: RwLock::new(maps), root, mount_fd, fd_cap: fd_cap.max(1), handles }
+    }
+
+    /// The inode for a FUSE inode number, reopened by handle if it was cold.
+    /// None: the kernel sent an inode we never gave it or already forgot, or
+    /// the object is gone from BACKING (the caller answers ESTALE).
     pub fn get(&self, ino: u64) -> Option<Arc<Inode>> {
-        self.maps.read().by_ino.get(&ino).map(|s| s.inode.clone())
+        let (key, fmt, handle) = {
+            let m = self.maps.read();
+            let s = m.by_ino.get(&ino)?;
+            if let Some(i) = &s.hot {
+                i.used.store(true, Ordering::Relaxed);
+                return Some(i.clone());
+            }
+            (s.key, s.fmt, s.handle.clone()?)
+        };
+        let fd = sys::open_handle(self.mount_fd.as_ref()?.as_fd(), &handle).ok()?;
+        if sys::fstat(fd.as_fd()).map(|st| key_of(&st)) != Ok(key) {
+            return None;
+        }
+        let mut m = self.maps.write();
+        let s = m.by_ino.get_mut(&ino)?;
+        if let Some(i) = &s.hot {
+            return Some(i.clone());
+        }
+        let i = Arc::new(Inode { ino, key, fmt, fd, used: AtomicBool::new(true) });
+        s.hot = Some(i.clone());
+        let cooled = Self::warmed(&mut m, ino, self.fd_cap);
+        drop(m);
+        drop(cooled);
+        Some(i)
     }
 
     /// The FUSE inode number of a backing object, if the kernel holds it.
@@ -80,44 +149,100 @@ impl InodeTable {
     }
 
     /// Records one more kernel reference (a lookup reply) for the object
-    /// behind `fd`. An object already in the table keeps its inode and the new
-    /// fd is dropped.
+    /// behind `fd`. An object already in the table keeps its inode number; if
+    /// it was cold, `fd` becomes its fd, else `fd` is dropped.
     pub fn insert(&self, fd: OwnedFd, key: FileKey, fmt: u32) -> Arc<Inode> {
+        let handle =
+            if self.handles && key.dev == self.root.key.dev { sys::file_handle(fd.as_fd()).ok() } else { None };
         let mut m = self.maps.write();
-        if let Some(&ino) = m.by_key.get(&key) {
-            if let Some(slot) = m.by_ino.get_mut(&ino) {
-                slot.nlookup += 1;
-                return slot.inode.clone();
+        let known = m.by_key.get(&key).copied().filter(|ino| m.by_ino.contains_key(ino));
+        let ino = match known {
+            Some(ino) => ino,
+            None => {
+                let ino = m.next_ino;
+                m.next_ino += 1;
+                m.by_key.insert(key, ino);
+                m.by_ino.insert(ino, Slot { nlookup: 0, key, fmt, handle: None, hot: None });
+                ino
             }
+        };
+        let Some(s) = m.by_ino.get_mut(&ino) else { unreachable!("slot inserted above") };
+        s.nlookup += 1;
+        if let Some(i) = &s.hot {
+            i.used.store(true, Ordering::Relaxed);
+            return i.clone();
         }
-        let ino = m.next_ino;
-        m.next_ino += 1;
-        let inode = Arc::new(Inode { ino, key, fmt, fd });
-        m.by_ino.insert(ino, Slot { inode: inode.clone(), nlookup: 1 });
-        m.by_key.insert(key, ino);
-        inode
+        s.handle = handle;
+        let coolable = s.handle.is_some();
+        let i = Arc::new(Inode { ino, key, fmt, fd, used: AtomicBool::new(true) });
+        s.hot = Some(i.clone());
+        let cooled = if coolable { Self::warmed(&mut m, ino, self.fd_cap) } else { Vec::new() };
+        drop(m);
+        drop(cooled);
+        i
     }
 
-    /// The kernel dropped `n` references (FORGET). At zero the fd is closed.
+    /// Counts `ino` hot and runs the CLOCK until at most `cap` coolable
+    /// inodes are hot; returns the inodes cooled, to be dropped (closing
+    /// their fds once no request uses them) after the lock is released.
+    fn warmed(m: &mut Maps, ino: u64, cap: usize) -> Vec<Arc<Inode>> {
+        m.hot += 1;
+        m.ring.push_back(ino);
+        let mut cooled = Vec::new();
+        let mut budget = 2 * m.ring.len();
+        while m.hot > cap && budget > 0 {
+            budget -= 1;
+            let Some(cand) = m.ring.pop_front() else { break };
+            let Some(s) = m.by_ino.get_mut(&cand) else { continue };
+            let Some(i) = &s.hot else { continue };
+            if s.handle.is_none() {
+                continue;
+            }
+            if i.used.swap(false, Ordering::Relaxed) {
+                m.ring.push_back(cand);
+                continue;
+            }
+            cooled.extend(s.hot.take());
+            m.hot -= 1;
+        }
+        if m.ring.len() > 2 * cap + 64 {
+            // Drop numbers of forgotten or cooled inodes.
+            let by_ino = &m.by_ino;
+            m.ring.retain(|n| by_ino.get(n).is_some_and(|s| s.hot.is_some() && s.handle.is_some()));
+        }
+        cooled
+    }
+
+    /// The kernel dropped `n` references (FORGET). At zero the inode goes
+    /// (its fd is closed once no request uses it).
     pub fn forget(&self, ino: u64, n: u64) {
         if ino == ROOT_INO {
             return;
         }
-        let mut m = self.maps.write();
-        let gone = match m.by_ino.get_mut(&ino) {
-            Some(slot) => {
-                slot.nlookup = slot.nlookup.saturating_sub(n);
-                slot.nlookup == 0
+        let gone = {
+            let mut m = self.maps.write();
+            let zero = match m.by_ino.get_mut(&ino) {
+                Some(slot) => {
+                    slot.nlookup = slot.nlookup.saturating_sub(n);
+                    slot.nlookup == 0
+                }
+                None => false,
+            };
+            if !zero {
+                return;
             }
-            None => false,
-        };
-        if gone {
-            if let Some(slot) = m.by_ino.remove(&ino) {
-                if m.by_key.get(&slot.inode.key) == Some(&ino) {
-                    m.by_key.remove(&slot.inode.key);
+            let slot = m.by_ino.remove(&ino);
+            if let Some(s) = &slot {
+                if m.by_key.get(&s.key) == Some(&ino) {
+                    m.by_key.remove(&s.key);
+                }
+                if s.hot.is_some() && s.handle.is_some() {
+                    m.hot -= 1;
                 }
             }
-        }
+            slot
+        };
+        drop(gone);
     }
 
     /// Number of inodes the kernel holds (root included).
@@ -128,5 +253,61 @@ impl InodeTable {
     /// Whether only the root is held.
     pub fn is_empty(&self) -> bool {
         self.len() <= 1
+    }
+
+    /// Inodes holding an fd that may be closed (at most the fd cap).
+    pub fn hot_fds(&self) -> usize {
+        self.maps.read().hot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::FromRawFd;
+
+    fn open(p: &std::path::Path) -> OwnedFd {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+        assert!(fd >= 0);
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    }
+
+    #[test]
+    fn at_most_cap_fds_are_held_and_cold_inodes_reopen_by_handle() {
+        if unsafe { libc::geteuid() } != 0 {
+            return; // open_by_handle_at needs CAP_DAC_READ_SEARCH
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = open(dir.path());
+        let rkey = key_of(&sys::fstat(root.as_fd()).unwrap());
+        let t = InodeTable::with_fd_cap(root, rkey, 4, true);
+        let mut inos = Vec::new();
+        for n in 0..10 {
+            let p = dir.path().join(format!("f{n}"));
+            std::fs::write(&p, format!("{n}")).unwrap();
+            let fd = open(&p);
+            let key = key_of(&sys::fstat(fd.as_fd()).unwrap());
+            inos.push((t.insert(fd, key, libc::S_IFREG).ino, key));
+            assert!(t.hot_fds() <= 4, "{} fds held", t.hot_fds());
+        }
+        for &(ino, key) in &inos {
+            let i = t.get(ino).expect("a cold inode reopens by handle");
+            assert_eq!(key_of(&sys::fstat(i.fd()).unwrap()), key);
+            assert!(t.hot_fds() <= 4);
+        }
+        // A file deleted behind the table's back: its cold inode is stale.
+        let (ino0, _) = inos[0];
+        for &(ino, _) in &inos[5..] {
+            t.get(ino);
+        }
+        std::fs::remove_file(dir.path().join("f0")).unwrap();
+        let held = t.get(ino0).is_some_and(|_| true);
+        let _ = held; // hot (fd pins it) or cold (ESTALE): both are fine, never a wrong file
+        for &(ino, _) in &inos {
+            t.forget(ino, 1);
+        }
+        assert_eq!(t.hot_fds(), 0);
+        assert_eq!(t.len(), 1);
     }
 }

@@ -30,8 +30,9 @@ use fuser::{Errno, FileAttr, FileType, INodeNo};
 use globset::GlobSet;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::cache::ledger::{FileKey, Kind, Ledger};
+use crate::cache::ledger::{FileKey, Kind, Ledger, Refused};
 use crate::cache::policy::Policy;
+use crate::cache::scan::ScanReport;
 use crate::cache::stamp::Stamper;
 use crate::notify::Invalidator;
 use crate::stats::Stats;
@@ -44,10 +45,6 @@ pub use meta::{StatFs, Xattr};
 
 /// Result of a core operation: a value or the errno to answer.
 pub type OpResult<T> = Result<T, Errno>;
-
-/// How long the kernel may cache entries and attributes. Evictions and every
-/// change made behind the kernel's back are invalidated explicitly.
-pub const TTL: Duration = Duration::from_secs(1);
 
 /// An open file handle: the backing fd and the object it belongs to.
 pub struct Handle {
@@ -90,6 +87,8 @@ pub struct Core {
     pub evict_wake: (Mutex<bool>, Condvar),
     /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
     pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
+    /// The start-up index's report once it is complete (`None` while it runs).
+    index: (Mutex<Option<ScanReport>>, Condvar),
     handles: RwLock<HashMap<u64, Arc<Handle>>>,
     dirs: RwLock<HashMap<u64, Arc<Mutex<DirStream>>>>,
     next_fh: AtomicU64,
@@ -100,7 +99,8 @@ pub struct Core {
 
 impl Core {
     /// A core over the BACKING directory open at `root_fd` (an `O_PATH`
-    /// directory fd), with an already built ledger (see `cache::scan`).
+    /// directory fd), with a ledger that is either built (`cache::scan::scan`)
+    /// or being built (`Ledger::start_indexing`, then `cache::scan::index`).
     pub fn new(
         root_path: PathBuf,
         root_fd: OwnedFd,
@@ -110,6 +110,7 @@ impl Core {
         matcher: GlobSet,
         stamp_interval: Duration,
     ) -> Self {
+        let indexing = ledger.indexing();
         Core {
             root_path,
             inodes: InodeTable::new(root_fd, root_key),
@@ -122,6 +123,7 @@ impl Core {
             stamper: Stamper::default(),
             evict_wake: (Mutex::new(false), Condvar::new()),
             empty_dirs: Mutex::new(Vec::new()),
+            index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
             dirs: RwLock::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
@@ -195,9 +197,43 @@ impl Core {
         cv.notify_one();
     }
 
+    /// Marks the start-up index complete with its `report`: usage is exact,
+    /// waiting writes and the evictor go on.
+    pub fn index_done(&self, report: ScanReport) {
+        self.ledger.lock().indexed();
+        *self.index.0.lock() = Some(report);
+        self.index.1.notify_all();
+        self.wake_evictor();
+    }
+
+    /// The start-up index's report, or `None` while it is being built.
+    pub fn index_report(&self) -> Option<ScanReport> {
+        self.index.0.lock().clone()
+    }
+
+    /// Blocks until the start-up index is complete.
+    pub fn wait_indexed(&self) {
+        let mut done = self.index.0.lock();
+        while done.is_none() {
+            self.index.1.wait(&mut done);
+        }
+    }
+
+    /// Waits at most `timeout` for the start-up index; returns whether it is complete.
+    pub fn wait_indexed_for(&self, timeout: Duration) -> bool {
+        let mut done = self.index.0.lock();
+        if done.is_none() {
+            self.index.1.wait_for(&mut done, timeout);
+        }
+        done.is_some()
+    }
+
     /// Reserves `bytes` of budget for a change about to happen, evicting
-    /// inline when needed. `wait`: see [`Core::evict`]. Errors: ENOSPC when
-    /// the evictable blocks can't make room.
+    /// inline when needed. `wait`: see [`Core::evict`]; while the start-up
+    /// index is incomplete and its usage bound leaves no room, a request that
+    /// may wait waits for the index (one that may not, because it holds a
+    /// directory lock the index needs, is checked against the usage indexed
+    /// so far). Errors: ENOSPC when the evictable blocks can't make room.
     pub fn reserve(&self, bytes: u64, wait: bool) -> OpResult<Reservation<'_>> {
         if bytes == 0 {
             return Ok(Reservation { core: self, bytes: 0 });
@@ -205,9 +241,18 @@ impl Core {
         for _ in 0..16 {
             let (short, evictable) = {
                 let mut l = self.ledger.lock();
-                match l.reserve(bytes) {
+                let r = match l.reserve_checked(bytes) {
+                    Err(Refused::Indexing) if !wait => l.reserve(bytes).map_err(|s| Refused::Short(s.0)),
+                    r => r,
+                };
+                match r {
                     Ok(()) => return Ok(Reservation { core: self, bytes }),
-                    Err(s) => (s.0, l.evictable_bytes()),
+                    Err(Refused::Short(s)) => (s, l.evictable_bytes()),
+                    Err(Refused::Indexing) => {
+                        drop(l);
+                        self.wait_indexed();
+                        continue;
+                    }
                 }
             };
             // What can never fit fails at once, without evicting anything.

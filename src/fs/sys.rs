@@ -331,3 +331,56 @@ pub mod xattr {
         check(unsafe { libc::removexattr(p.as_ptr(), n.as_ptr()) }).map(drop)
     }
 }
+
+/// Largest file handle the kernel hands out (MAX_HANDLE_SZ, include/linux/exportfs.h).
+const MAX_HANDLE_SZ: usize = 128;
+
+#[repr(C)]
+struct HandleBuf {
+    bytes: libc::c_uint,
+    kind: libc::c_int,
+    data: [u8; MAX_HANDLE_SZ],
+}
+
+/// The file handle of the object behind `fd` (`name_to_handle_at` with
+/// AT_EMPTY_PATH), as `kind` (4 bytes, native endian) followed by the handle
+/// bytes. Errors: EOPNOTSUPP where the filesystem has none, EOVERFLOW.
+pub fn file_handle(fd: BorrowedFd<'_>) -> SysResult<Box<[u8]>> {
+    let mut h = HandleBuf { bytes: MAX_HANDLE_SZ as u32, kind: 0, data: [0; MAX_HANDLE_SZ] };
+    let mut mount_id: libc::c_int = 0;
+    check(unsafe {
+        libc::name_to_handle_at(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            (&mut h as *mut HandleBuf).cast(),
+            &mut mount_id,
+            libc::AT_EMPTY_PATH,
+        )
+    })?;
+    let n = (h.bytes as usize).min(MAX_HANDLE_SZ);
+    let mut out = Vec::with_capacity(4 + n);
+    out.extend_from_slice(&h.kind.to_ne_bytes());
+    out.extend_from_slice(&h.data[..n]);
+    Ok(out.into_boxed_slice())
+}
+
+/// Opens a handle from [`file_handle`] as `O_PATH` (`open_by_handle_at`, with
+/// `mount_fd` any fd on the same filesystem). Needs CAP_DAC_READ_SEARCH.
+/// Errors: ESTALE when the object no longer exists, EPERM without the capability.
+pub fn open_handle(mount_fd: BorrowedFd<'_>, handle: &[u8]) -> SysResult<OwnedFd> {
+    let (kind, data) = handle.split_at_checked(4).ok_or(Errno::EINVAL)?;
+    if data.len() > MAX_HANDLE_SZ {
+        return Err(Errno::EINVAL);
+    }
+    let mut h = HandleBuf { bytes: data.len() as u32, kind: 0, data: [0; MAX_HANDLE_SZ] };
+    h.kind = libc::c_int::from_ne_bytes(kind.try_into().map_err(|_| Errno::EINVAL)?);
+    h.data[..data.len()].copy_from_slice(data);
+    let fd = check(unsafe {
+        libc::open_by_handle_at(
+            mount_fd.as_raw_fd(),
+            (&mut h as *mut HandleBuf).cast(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

@@ -12,6 +12,12 @@ bfs_mount max_size=24M
 checkblock "$MNT/r/r0.bin" 2M >/dev/null || fail "read r0"      # open + read
 assert_errno OK stat "$MNT/r/r1.bin"                              # lookup
 assert_errno OK open "$MNT/r/r2.bin" r                            # open only
+# The stamp lands in BACKING, and the mount shows it despite attr_timeout
+# (the daemon invalidates the attributes it changed behind the kernel's back).
+stamped() { [ "$(stat -c %Y "$BACKING/r/r1.bin")" -gt "$(date -d '2021-01-01' +%s)" ]; }
+poll_until 5 "r1's mtime stamped in BACKING" stamped
+same_mtime() { [ "$(stat -c %Y "$MNT/r/r1.bin")" = "$(stat -c %Y "$BACKING/r/r1.bin")" ]; }
+poll_until 5 "the mount shows r1's new mtime" same_mtime
 for i in 0 1 2; do mkblock "$MNT/r/new$i.bin" 2M; done            # 26 MiB > 24 MiB
 poll_until 10 "usage <= high watermark" usage_at_most $((MAX * 95 / 100))
 

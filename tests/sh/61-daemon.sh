@@ -10,15 +10,49 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-daemon.sh"
 
-# ---- returns only once the mount is live
-bfs_slow_scan_backing
-mkblock_old "$BACKING/old/a.bin" 4096 5
-bfs_run_reaped "$BOUNDFS" "$BACKING" "$MNT" -o max_size=64M
-bfs_is_mounted "$MNT" fuse.boundfs || fail "not mounted right after boundfs returned (rc $BFS_CMD_RC)"
+# ---- returns only once the mount is live. Forced: the daemon's mountpoint
+# is a directory inside another boundfs mount (the "outer" one, in the
+# foreground), and a mkdir in that directory holds its inode lock, which
+# mount(2) needs, while the outer daemon is stopped. The command must still
+# be running while its daemon is blocked in mount(2), and once the outer
+# daemon goes on, return with the mount live.
+case $(uname -m) in
+    x86_64) SYS_MOUNT=165 ;;
+    aarch64) SYS_MOUNT=40 ;;
+    *) skip "mount(2)'s syscall number on $(uname -m) is not known here" ;;
+esac
+bfs_mount max_size=64M
+OUTER=$BFS_DPID
+INNER="$MNT/inner"; IB="$BFS_TMP/inner-backing"
+mkdir "$INNER" "$IB" || fail "mkdir"
+mkblock_old "$IB/old/a.bin" 4096 5
+stat "$MNT" "$INNER" >/dev/null   # cached for attr_timeout: no request to the outer daemon
+kill -STOP "$OUTER"
+mkdir "$INNER/x" &
+holder=$!
+bfs_bg "$holder"
+# (mkdir takes the directory's lock, then asks the daemon about the name)
+waiting() { [ "$(cat "/proc/$holder/wchan" 2>/dev/null)" = request_wait_answer ]; }
+poll_until 10 "mkdir waiting on the stopped daemon, holding $INNER's lock" waiting
+bfs_start_reaped "$BOUNDFS" "$IB" "$INNER" -o max_size=64M
+in_mount() {
+    local p
+    for p in $(bfs_descendants "$BFS_CMD"); do
+        [ "$(cut -d' ' -f1 "/proc/$p/syscall" 2>/dev/null)" = "$SYS_MOUNT" ] && return 0
+    done
+    return 1
+}
+blocked_or_returned() { in_mount || bfs_process_done "$BFS_CMD"; }
+poll_until 10 "the daemon blocked in mount(2)" blocked_or_returned
+! bfs_process_done "$BFS_CMD" || fail "the command returned while its daemon's mount(2) was still held up"
+kill -CONT "$OUTER"
+bfs_wait_cmd 30
+bfs_is_mounted "$INNER" fuse.boundfs || fail "not mounted right after boundfs returned (rc $BFS_CMD_RC)"
 assert_eq 0 "$BFS_CMD_RC" "daemon-mode exit status"
 [ -n "$BFS_DAEMON" ] || fail "no daemon left serving the mount"
-assert_eq 50001 "$(stats_field block_files)" "blocks indexed before the command returned"
-log "daemon mode: returned with the mount live, daemon $BFS_DAEMON serving"
+wait "$holder" || fail "mkdir in the outer mount"
+log "daemon mode: waited while its daemon was blocked in mount(2), returned with the mount live"
+MNT=$INNER; BACKING=$IB
 
 # ---- SIGUSR1 logs the status once
 kill -USR1 "$BFS_DAEMON"
@@ -33,7 +67,8 @@ after=$(stat -c %Y "$BACKING/old/a.bin")
 assert_ge "$after" $(( $(date +%s) - 60 )) "a.bin's mtime stamp (was $before) written by shutdown"
 grep -q "signal 15: unmounting" "$BFS_LOG" || fail "no log line for SIGTERM"
 log "SIGTERM: unmounted, exit 0, stamp written"
-umount "$BACKING" || fail "umount the tmpfs backing"
+MNT="$BFS_TMP/mnt"; BACKING="$BFS_TMP/backing"
+bfs_unmount
 
 # ---- busy mount: lazy detach with a log line, served until the last close
 echo data >"$BACKING/f.bin"

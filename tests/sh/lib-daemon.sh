@@ -16,6 +16,13 @@ BFS_DAEMON_RC=""   # the daemon's exit status, after bfs_daemon_exit
 # exit (bounded); CMD's stdout+stderr (and the daemon's log) go to a new
 # $BFS_LOG. Sets BFS_CMD_RC and BFS_DAEMON.
 bfs_run_reaped() {
+    bfs_start_reaped "$@"
+    bfs_wait_cmd 60
+}
+
+# bfs_start_reaped CMD...: starts CMD under the reaper without waiting;
+# BFS_CMD is CMD's pid. bfs_wait_cmd then waits for it.
+bfs_start_reaped() {
     [ -z "$REAPER_PID" ] || fail "bfs_run_reaped: a reaper is already running"
     BFS_MOUNTS=$((BFS_MOUNTS + 1))
     BFS_LOG="$BFS_TMP/daemon.$BFS_MOUNTS.log"
@@ -27,8 +34,17 @@ bfs_run_reaped() {
     bfs_bg "$REAPER_PID"
     exec {REAPER_FD}<"$fifo"
     rm -f "$fifo"
+    local what pid
+    read -r -t 10 -u "$REAPER_FD" what pid || fail "reaper did not start: $*"
+    [ "$what" = started ] || fail "reaper said '$what $pid'"
+    BFS_CMD=$pid
+}
+
+# bfs_wait_cmd SECONDS: waits (bounded) for the command started by
+# bfs_start_reaped to exit; sets BFS_CMD_RC and BFS_DAEMON.
+bfs_wait_cmd() {
     local what rc pid
-    read -r -t 60 -u "$REAPER_FD" what rc || fail "no exit from: $* (60s)"
+    read -r -t "$1" -u "$REAPER_FD" what rc || fail "the command did not exit within $1s"
     [ "$what" = cmd ] || fail "reaper said '$what $rc'"
     BFS_CMD_RC=$rc
     read -r -t 10 -u "$REAPER_FD" what pid || fail "reaper gave no daemon line"
@@ -60,24 +76,11 @@ bfs_expect_daemon_exit() {
     ! bfs_is_mounted "$MNT" || fail "$MNT still mounted after the daemon exited ($2)"
 }
 
-# bfs_slow_scan_backing: puts BACKING on a tmpfs (quick to fill, removed by
-# the cleanup) holding 50000 empty block files, so that the start-up scan
-# takes a good fraction of a second: a command that returned before its
-# mount was live would be caught by a check made right after it returned.
-bfs_slow_scan_backing() {
-    mount -t tmpfs -o size=256M,mode=0755 tmpfs "$BACKING" || fail "cannot mount a tmpfs on $BACKING"
-    bfs_make_files "$BACKING/pre" 50 1000
-}
-
-# bfs_make_files DIR DIRS PER_DIR: DIRS directories of PER_DIR empty *.bin
-# files under DIR.
-bfs_make_files() {
-    $PY - "$@" <<'PYEOF' || fail "creating files under $1"
-import os, sys
-root, dirs, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-for d in range(dirs):
-    os.makedirs(f"{root}/{d}", exist_ok=True)
-    for i in range(per):
-        os.close(os.open(f"{root}/{d}/{i}.bin", os.O_CREAT | os.O_WRONLY, 0o644))
-PYEOF
+# bfs_descendants PID: PID's descendants, one per line
+bfs_descendants() {
+    local c
+    for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+        echo "$c"
+        bfs_descendants "$c"
+    done
 }

@@ -8,6 +8,7 @@ exit status can be read, as a test must for "the daemon exits 0".
 CMD's stdout and stderr go to the file OUT (appended); the daemon inherits
 them. Lines on our stdout, flushed one by one:
 
+    started PID       CMD started with this pid
     cmd RC            CMD exited (RC, or 128+signal)
     daemon PID        a process CMD left behind (one line each), or
     daemon none
@@ -48,6 +49,7 @@ def main():
         sys.exit("prctl(PR_SET_CHILD_SUBREAPER) failed")
     with open(sys.argv[1], "ab") as out:
         p = subprocess.Popen(sys.argv[3:], stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        print(f"started {p.pid}", flush=True)
         _, status = os.waitpid(p.pid, 0)
     print(f"cmd {code(status)}", flush=True)
     left = children()

@@ -1,0 +1,191 @@
+//! Kernel passthrough (FUSE_PASSTHROUGH, Linux ≥ 6.9): which I/O mode each
+//! open of a file gets, and the one backing id per inode shared by its
+//! passthrough opens.
+//!
+//! Rules, from the kernel's per-inode I/O modes (`fs/fuse/iomode.c`):
+//! - an inode open in passthrough mode rejects opens that are not passthrough
+//!   (EINVAL in the kernel), and an inode with cached (page cache) opens
+//!   rejects passthrough opens (ETXTBSY in the kernel);
+//! - all passthrough opens of one inode must carry the same backing id.
+//!
+//! boundfs gives passthrough to read-only opens only; writes always go
+//! through the daemon, which reserves their bytes first, so the hard cap stays
+//! exact. So:
+//! - a read-only open gets passthrough, unless the inode has cached opens (a
+//!   writer opened first): then it is cached too, served by the daemon;
+//! - an open for writing gets cached mode, unless readers hold the inode in
+//!   passthrough mode: then it joins them with FOPEN_PASSTHROUGH and
+//!   FOPEN_DIRECT_IO, which the kernel documents as "FOPEN_DIRECT_IO overrides
+//!   FOPEN_PASSTHROUGH": its reads and writes are FUSE requests to the
+//!   daemon (counted against the budget), only its mmap maps the backing file.
+//!
+//! Lock order: `IoModes::state` is a leaf lock; the backing id is created and
+//! dropped (each an ioctl) outside it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
+
+/// How one open file handle does its I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The inode's passthrough mode: reads go straight to the backing file
+    /// (or, with FOPEN_DIRECT_IO for a writer, to the daemon).
+    Passthrough,
+    /// Page-cache mode: reads and writes are FUSE requests served by the daemon.
+    Cached,
+}
+
+/// What an open should answer. `direct` asks for FOPEN_DIRECT_IO beside
+/// FOPEN_PASSTHROUGH (a writer joining passthrough readers).
+#[derive(Debug)]
+pub enum Plan<B> {
+    /// Answer with this backing id (already counted).
+    Passthrough { id: Arc<B>, direct: bool },
+    /// Passthrough, but no backing id exists yet: create one and call
+    /// [`IoModes::install`] (or [`IoModes::abandon`] if that fails).
+    NeedBacking { direct: bool },
+    /// Answer without passthrough (already counted).
+    Cached,
+    /// Refuse with ETXTBSY: the inode is in passthrough mode but no backing
+    /// id could be made for it (only after the kernel refused one).
+    Busy,
+}
+
+struct InodeIo<B> {
+    backing: Option<Arc<B>>,
+    passthrough: u32,
+    cached: u32,
+}
+
+#[derive(Default)]
+struct State<B> {
+    inodes: HashMap<u64, InodeIo<B>>,
+    handles: HashMap<u64, (u64, Mode)>,
+}
+
+/// Per-inode I/O modes of open handles. `B` is the backing id type
+/// (`fuser::BackingId`; tests use a stand-in).
+pub struct IoModes<B> {
+    enabled: AtomicBool,
+    state: Mutex<State<B>>,
+}
+
+impl<B> IoModes<B> {
+    /// Modes with passthrough on or off.
+    pub fn new(enabled: bool) -> Self {
+        IoModes {
+            enabled: AtomicBool::new(enabled),
+            state: Mutex::new(State { inodes: HashMap::new(), handles: HashMap::new() }),
+        }
+    }
+
+    /// Whether read-only opens currently get passthrough.
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Turns passthrough off for later opens (the kernel or our privileges
+    /// refused it). Returns true the first time, so the caller logs once.
+    pub fn disable(&self) -> bool {
+        self.enabled.swap(false, Ordering::Relaxed)
+    }
+
+    /// Decides the mode of an open of inode `ino` (`read_only`: O_RDONLY
+    /// without O_TRUNC) and counts it, except for `Busy`.
+    pub fn plan(&self, ino: u64, read_only: bool) -> Plan<B> {
+        let mut s = self.state.lock();
+        let io = s.inodes.entry(ino).or_insert(InodeIo { backing: None, passthrough: 0, cached: 0 });
+        let join = io.passthrough > 0;
+        if join || (read_only && io.cached == 0 && self.enabled()) {
+            io.passthrough += 1;
+            let direct = !read_only;
+            return match &io.backing {
+                Some(b) => Plan::Passthrough { id: b.clone(), direct },
+                None => Plan::NeedBacking { direct },
+            };
+        }
+        io.cached += 1;
+        Plan::Cached
+    }
+
+    /// Records the backing id created after [`Plan::NeedBacking`]; returns
+    /// the one to answer with (another open may have installed one first;
+    /// then `b` is dropped, outside the lock, by the caller).
+    pub fn install(&self, ino: u64, b: B) -> (Arc<B>, Option<B>) {
+        let mut s = self.state.lock();
+        let Some(io) = s.inodes.get_mut(&ino) else {
+            return (Arc::new(b), None);
+        };
+        match &io.backing {
+            Some(existing) => (existing.clone(), Some(b)),
+            None => {
+                let b = Arc::new(b);
+                io.backing = Some(b.clone());
+                (b, None)
+            }
+        }
+    }
+
+    /// Undoes a [`Plan::NeedBacking`] whose backing id could not be created,
+    /// and plans the open again without passthrough if it can.
+    pub fn abandon(&self, ino: u64, direct: bool) -> Plan<B> {
+        let mut s = self.state.lock();
+        let Some(io) = s.inodes.get_mut(&ino) else {
+            return Plan::Cached;
+        };
+        io.passthrough = io.passthrough.saturating_sub(1);
+        if io.passthrough > 0 {
+            // Other readers are in passthrough: this one can only join them.
+            return match io.backing.clone() {
+                Some(id) => {
+                    io.passthrough += 1;
+                    Plan::Passthrough { id, direct }
+                }
+                None => Plan::Busy,
+            };
+        }
+        io.cached += 1;
+        Plan::Cached
+    }
+
+    /// Remembers that handle `fh` of inode `ino` was answered in `mode`.
+    pub fn opened(&self, fh: u64, ino: u64, mode: Mode) {
+        self.state.lock().handles.insert(fh, (ino, mode));
+    }
+
+    /// RELEASE of `fh`: uncounts it. Returns the backing id when this was
+    /// the inode's last passthrough open; the caller drops it (closing it in
+    /// the kernel) after the lock is released.
+    pub fn release(&self, fh: u64) -> Option<Arc<B>> {
+        let mut s = self.state.lock();
+        let (ino, mode) = s.handles.remove(&fh)?;
+        Self::uncount(&mut s, ino, mode)
+    }
+
+    fn uncount(s: &mut State<B>, ino: u64, mode: Mode) -> Option<Arc<B>> {
+        let io = s.inodes.get_mut(&ino)?;
+        match mode {
+            Mode::Passthrough => io.passthrough = io.passthrough.saturating_sub(1),
+            Mode::Cached => io.cached = io.cached.saturating_sub(1),
+        }
+        let backing = if io.passthrough == 0 { io.backing.take() } else { None };
+        if io.passthrough == 0 && io.cached == 0 {
+            s.inodes.remove(&ino);
+        }
+        backing
+    }
+
+    /// Open handles in passthrough mode, and inodes holding a backing id.
+    pub fn counts(&self) -> (u64, u64) {
+        let s = self.state.lock();
+        let pt = s.handles.values().filter(|(_, m)| *m == Mode::Passthrough).count() as u64;
+        (pt, s.inodes.values().filter(|io| io.backing.is_some()).count() as u64)
+    }
+}
+
+#[cfg(test)]
+#[path = "passthrough_tests.rs"]
+mod tests;

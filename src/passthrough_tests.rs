@@ -1,0 +1,90 @@
+use super::*;
+
+/// Stand-in for a kernel backing id.
+#[derive(Debug, PartialEq)]
+struct Id(u32);
+
+fn backed(m: &IoModes<Id>, ino: u64, id: u32) -> Arc<Id> {
+    assert!(matches!(m.plan(ino, true), Plan::NeedBacking { direct: false }));
+    let (b, spare) = m.install(ino, Id(id));
+    assert!(spare.is_none());
+    b
+}
+
+#[test]
+fn readers_share_one_backing_id_released_by_the_last_close() {
+    let m: IoModes<Id> = IoModes::new(true);
+    let b = backed(&m, 7, 1);
+    m.opened(100, 7, Mode::Passthrough);
+    match m.plan(7, true) {
+        Plan::Passthrough { id, direct: false } => assert!(Arc::ptr_eq(&b, &id)),
+        p => panic!("second reader got {p:?}"),
+    }
+    m.opened(101, 7, Mode::Passthrough);
+    assert!(m.release(100).is_none(), "still open by 101");
+    assert_eq!(m.release(101).as_deref(), Some(&Id(1)));
+    // The next reader needs a fresh id.
+    assert!(matches!(m.plan(7, true), Plan::NeedBacking { direct: false }));
+}
+
+#[test]
+fn a_second_id_created_concurrently_is_handed_back() {
+    let m: IoModes<Id> = IoModes::new(true);
+    assert!(matches!(m.plan(7, true), Plan::NeedBacking { direct: false }));
+    assert!(matches!(m.plan(7, true), Plan::NeedBacking { direct: false }));
+    let (first, none) = m.install(7, Id(1));
+    let (same, spare) = m.install(7, Id(2));
+    assert!(none.is_none());
+    assert!(Arc::ptr_eq(&first, &same));
+    assert_eq!(spare, Some(Id(2)));
+}
+
+#[test]
+fn a_writer_joins_passthrough_readers_with_direct_io() {
+    let m: IoModes<Id> = IoModes::new(true);
+    let b = backed(&m, 7, 1);
+    m.opened(100, 7, Mode::Passthrough);
+    match m.plan(7, false) {
+        Plan::Passthrough { id, direct: true } => assert!(Arc::ptr_eq(&b, &id)),
+        p => panic!("writer got {p:?}"),
+    }
+    m.opened(101, 7, Mode::Passthrough);
+    assert!(m.release(100).is_none(), "the writer still holds the backing id");
+    assert_eq!(m.release(101).as_deref(), Some(&Id(1)));
+    assert!(matches!(m.plan(7, false), Plan::Cached), "no readers left: the writer is cached");
+}
+
+#[test]
+fn passthrough_mode_is_kept_even_after_passthrough_is_turned_off() {
+    let m: IoModes<Id> = IoModes::new(true);
+    let _b = backed(&m, 7, 1);
+    m.opened(100, 7, Mode::Passthrough);
+    m.disable();
+    assert!(matches!(m.plan(7, true), Plan::Passthrough { direct: false, .. }), "the kernel rejects a cached open");
+    assert!(matches!(m.plan(8, true), Plan::Cached));
+}
+
+#[test]
+fn a_reader_while_a_writer_is_open_is_cached() {
+    let m: IoModes<Id> = IoModes::new(true);
+    assert!(matches!(m.plan(7, false), Plan::Cached));
+    m.opened(100, 7, Mode::Cached);
+    assert!(matches!(m.plan(7, true), Plan::Cached));
+    m.opened(101, 7, Mode::Cached);
+    m.release(100);
+    m.release(101);
+    assert!(matches!(m.plan(7, true), Plan::NeedBacking { direct: false }), "all closed: passthrough again");
+}
+
+#[test]
+fn disabled_means_cached_for_everyone_and_failure_falls_back() {
+    let m: IoModes<Id> = IoModes::new(false);
+    assert!(matches!(m.plan(7, true), Plan::Cached));
+    let m: IoModes<Id> = IoModes::new(true);
+    assert!(matches!(m.plan(8, true), Plan::NeedBacking { direct: false }));
+    assert!(m.disable());
+    assert!(!m.disable(), "logged once");
+    assert!(matches!(m.abandon(8, false), Plan::Cached));
+    m.opened(1, 8, Mode::Cached);
+    assert!(matches!(m.plan(8, false), Plan::Cached), "writer beside the fallen-back reader");
+}
