@@ -156,8 +156,11 @@ impl Core {
                 }
                 continue;
             }
-            if sys::unlinkat(parent.as_fd(), &c, libc::AT_REMOVEDIR).is_ok() {
-                self.ledger.lock().remove(dkey);
+            self.ledger.lock().begin_remove_dir(dkey);
+            if sys::unlinkat(parent.as_fd(), &c, libc::AT_REMOVEDIR).is_err() {
+                self.ledger.lock().abort_evict(dkey);
+            } else {
+                self.ledger.lock().finish_evict(dkey);
                 drop(g);
                 if !parent_rel.as_os_str().is_empty() {
                     retry.push((parent_rel.to_path_buf(), 0));

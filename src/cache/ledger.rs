@@ -573,9 +573,32 @@ impl Ledger {
         }
     }
 
-    /// The unlink is done: drop the entry and return the bytes freed.
+    /// The unlink is done: drop the entry and return the bytes freed. An
+    /// entry that is no longer `Evicting` belongs to a new object that was
+    /// given the freed inode number meanwhile (see [`Ledger::fresh`]): it stays.
     pub fn finish_evict(&mut self, key: FileKey) -> u64 {
-        self.remove(key).map_or(0, |e| e.size)
+        match self.entries.get(&key) {
+            Some(e) if e.state == State::Evicting => self.remove(key).map_or(0, |e| e.size),
+            _ => 0,
+        }
+    }
+
+    /// Marks an empty directory about to be removed by the daemon (`Evicting`),
+    /// so that [`Ledger::finish_evict`] after the rmdir drops only this entry.
+    pub fn begin_remove_dir(&mut self, key: FileKey) {
+        if let Some(e) = self.entries.get_mut(&key) {
+            if e.state == State::Live && e.opens == 0 {
+                e.state = State::Evicting;
+            }
+        }
+    }
+
+    /// A request just created a new object with identity `key`. Any entry
+    /// under that key is of an object already removed whose inode number the
+    /// filesystem reused (an eviction or rmdir between its unlink and its
+    /// ledger update): drop it, so the new object is recorded afresh.
+    pub fn fresh(&mut self, key: FileKey) {
+        self.remove(key);
     }
 
     /// The unlink failed: the file stays, parked (it is not chosen again until touched).

@@ -66,6 +66,9 @@ impl Core {
         }
         let st = sys::fstat(fd.as_fd())?;
         let key = key_of(&st);
+        if created {
+            self.ledger.lock().fresh(key);
+        }
         if self.ledger.lock().pin(key).is_err() {
             // Unreachable while we hold the directory stripe; answer as a miss.
             return Err(Errno::ENOENT);
@@ -89,6 +92,7 @@ impl Core {
         let fd = sys::open_path(p.fd(), &c)?;
         self.chown_new(fd.as_fd(), who);
         let st = sys::fstat(fd.as_fd())?;
+        self.ledger.lock().fresh(key_of(&st));
         self.refresh_dir(p);
         Ok(self.publish(p, name, fd, &st, false))
     }
