@@ -46,6 +46,9 @@ pub use meta::{StatFs, Xattr};
 /// Result of a core operation: a value or the errno to answer.
 pub type OpResult<T> = Result<T, Errno>;
 
+/// How long a write that would fail with ENOSPC waits for RELEASEs in flight.
+pub const RELEASE_WAIT: Duration = Duration::from_millis(100);
+
 /// An open file handle: the backing fd and the object it belongs to.
 pub struct Handle {
     /// Backing file opened with the client's flags (O_DIRECT stripped).
@@ -87,6 +90,8 @@ pub struct Core {
     pub evict_wake: (Mutex<bool>, Condvar),
     /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
     pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
+    /// Signalled (with the ledger lock) when an open handle is released.
+    pub released: Condvar,
     /// The start-up index's report once it is complete (`None` while it runs).
     index: (Mutex<Option<ScanReport>>, Condvar),
     handles: RwLock<HashMap<u64, Arc<Handle>>>,
@@ -123,6 +128,7 @@ impl Core {
             stamper: Stamper::default(),
             evict_wake: (Mutex::new(false), Condvar::new()),
             empty_dirs: Mutex::new(Vec::new()),
+            released: Condvar::new(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
             dirs: RwLock::new(HashMap::new()),
@@ -238,6 +244,7 @@ impl Core {
         if bytes == 0 {
             return Ok(Reservation { core: self, bytes: 0 });
         }
+        let mut waited = false;
         for _ in 0..16 {
             let (short, evictable) = {
                 let mut l = self.ledger.lock();
@@ -247,6 +254,14 @@ impl Core {
                 };
                 match r {
                     Ok(()) => return Ok(Reservation { core: self, bytes }),
+                    Err(Refused::Short(s)) if s > l.evictable_bytes() && wait && !waited && l.counts().open_handles > 0 => {
+                        // close(2) returns before the kernel's RELEASE reaches
+                        // us: a file just closed may still look open. Give
+                        // pending releases a moment before answering ENOSPC.
+                        waited = true;
+                        self.released.wait_for(&mut l, RELEASE_WAIT);
+                        continue;
+                    }
                     Err(Refused::Short(s)) => (s, l.evictable_bytes()),
                     Err(Refused::Indexing) => {
                         drop(l);
