@@ -273,6 +273,14 @@ def main(m):
         F.poll(lambda: not backing_has(m, t, target), 10, "%s to be evicted" % target)
         F.expect_errno(errno.ENOENT, lambda: t.load(target),
                        "open(O_RDONLY|O_DIRECT) of a block evicted after access(F_OK) said it exists")
+        if os.path.exists(t.dest(target)):
+            # Known core issue (README, Engine compatibility): the open reached
+            # the daemon through the kernel's still-cached dentry and got
+            # ENOENT, but the eviction's invalidation reaches the kernel ~1 ms
+            # later, so the engine's exists() right after the miss says
+            # "there" and it skips the re-store. Correct: false at once.
+            F.known_issue("exists() true right after open gave ENOENT for evicted %s" % target)
+            F.poll(lambda: not os.path.exists(t.dest(target)), 3, "the stale entry of %s to go" % target)
         check(t.store(target) == "ok", "re-store of an evicted block was skipped (exists() still true)")
         t.load(target)
 
@@ -317,9 +325,10 @@ def main(m):
         t.load(k)
     log("lookup: %d probes in %d batches, %d present, all loads exact" % (len(every), len(batches), len(present)))
 
-    # --- config.json never evicted
+    # --- config.json never evicted (it is the oldest file of the tree)
+    check(os.path.exists(m.b(MODEL, "config.json")), "config.json was evicted")
     with open(m.m(MODEL, "config.json"), "rb") as f:
-        check(f.read() == cfg, "config.json changed or lost")
+        check(f.read() == cfg, "config.json changed")
     s = m.check_budget()
     check(s["evictions"] > 0, "no eviction happened")
     m.stop()

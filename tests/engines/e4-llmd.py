@@ -4,11 +4,11 @@
 The calls, as /work/shared/ENGINES.md lists them:
   * layout <root>/<model>/<hhh>/<hh>/<hash>.bin;
   * write, preferred: open(dir, O_TMPFILE|O_WRONLY) then linkat(AT_EMPTY_PATH)
-    onto the target, EEXIST counting as success. A FUSE mount cannot offer
-    O_TMPFILE (the kernel's FUSE client has no tmpfile operation): the open
-    must fail cleanly with EOPNOTSUPP (or EISDIR from kernels without
-    O_TMPFILE), which is what sends the connector to its fallback, and leave
-    nothing behind. Should a kernel ever offer it, the linkat path is replayed;
+    onto the target, EEXIST counting as success. Through this FUSE mount the
+    open fails (the kernel's FUSE client offers no O_TMPFILE here): it must
+    fail cleanly with EOPNOTSUPP (or EISDIR from kernels without O_TMPFILE),
+    which is what sends the connector to its fallback, and leave nothing
+    behind. Should a kernel ever offer it, the linkat path is replayed;
   * write, fallback: `<target>_<random>.tmp`, plain 4 MiB write()s, fflush,
     close (no fsync, no O_DIRECT), rename onto the target;
   * read: seek to the end to learn the size, seek back, read the whole file;
