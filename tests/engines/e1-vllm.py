@@ -177,7 +177,7 @@ def concurrent_same_key(m, t, key, link, threads=4):
             errors.append("thread %d: %r" % (i, e))
             first_done.set()
 
-    ths = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    ths = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(threads)]
     for th in ths:
         th.start()
     check(first_done.wait(20), "first publish never happened")
@@ -187,6 +187,7 @@ def concurrent_same_key(m, t, key, link, threads=4):
     reader_holds.set()
     for th in ths:
         th.join(30)
+    check(not any(th.is_alive() for th in ths), "a store thread hung for 30s")
     check(not errors, "concurrent store of one key: %s" % errors)
     if held is not None:
         buf = F.aligned_empty(BLOCK)
@@ -230,11 +231,12 @@ def main(m):
                 check(t.store(k) == "ok", "store %s was skipped: exists() true for a new key" % k)
             except (OSError, F.Failure) as e:
                 errors.append("%s: %s" % (k, e))
-    ths = [threading.Thread(target=store_range, args=(keys[i::4],)) for i in range(4)]
+    ths = [threading.Thread(target=store_range, args=(keys[i::4],), daemon=True) for i in range(4)]
     for th in ths:
         th.start()
     for th in ths:
         th.join(60)
+    check(not any(th.is_alive() for th in ths), "a store thread hung for 60s")
     check(not errors, "stores failed (an engine would see these errnos): %s" % errors[:3])
     s = m.wait_settled()
     check(s["evictions"] > 0, "48 MiB through a 32 MiB budget evicted nothing")

@@ -107,21 +107,23 @@ def main(m):
                 check(hc.exists(k), "exists() false right after os.replace of %s" % k)
         except (OSError, F.Failure) as e:
             errors.append("%s" % e)
-    sc = threading.Thread(target=scanner)
+    sc = threading.Thread(target=scanner, daemon=True)
     sc.start()
     try:
         for batch in (keys[0:8], keys[8:16], keys[16:24]):
             check(not any(hc.batch_exists(batch)), "batch scandir finds pages not stored yet")
-            ths = [threading.Thread(target=storer, args=(batch[i::2],)) for i in range(2)]
+            ths = [threading.Thread(target=storer, args=(batch[i::2],), daemon=True) for i in range(2)]
             for th in ths:
                 th.start()
             for th in ths:
                 th.join(60)
+            check(not any(th.is_alive() for th in ths), "a store thread hung for 60s")
             check(not errors, "store failed: %s" % errors[:3])
             check(all(hc.batch_exists(batch[-4:])), "batch scandir misses pages just stored")
     finally:
         storing.clear()
         sc.join(60)
+        check(not sc.is_alive(), "a scandir hung for 60 s")
     s = m.wait_settled()
     check(s["evictions"] > 0, "24 MiB of pages beyond a 20 MiB margin evicted nothing")
     pages = {page_name(k) for k in keys} | {page_name("old-page-%d" % i) for i in range(16)}
