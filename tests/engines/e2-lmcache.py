@@ -111,8 +111,7 @@ def main(m):
     hits = misses = 0
     for name, size in index.items():
         in_backing = os.path.exists(m.b("lmcache", name))
-        if in_backing:
-            disk.get(name, size)
+        if in_backing and F.hit_or_evicted(lambda: disk.get(name, size), m.b("lmcache", name), "get %s" % name):
             hits += 1
         else:
             F.expect_errno(errno.ENOENT, lambda: disk.get(name, size), "get of evicted chunk %s" % name)

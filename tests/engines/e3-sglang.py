@@ -150,8 +150,8 @@ def main(m):
         check(hc.exists(k) == os.path.exists(os.path.join(bdir, page_name(k))), "exists(%s) differs from BACKING" % k)
     hits = 0
     for k in keys:
-        if os.path.exists(os.path.join(bdir, page_name(k))):
-            hc.get(k)
+        bp = os.path.join(bdir, page_name(k))
+        if os.path.exists(bp) and F.hit_or_evicted(lambda: hc.get(k), bp, "get %s" % k):
             hits += 1
         else:
             check(not hc.exists(k), "exists() true for an evicted page")

@@ -63,6 +63,20 @@ def expect_errno(want, fn, what):
     raise Failure("%s succeeded, expected %s" % (what, names))
 
 
+def hit_or_evicted(load, backing_path, what):
+    """Run the engine's `load()`: a hit (True), or ENOENT (False) for a block
+    that is really gone from BACKING (`backing_path`); anything else fails.
+    Eviction may still be running when a replay reads, so a miss is fine as
+    long as BACKING agrees."""
+    try:
+        load()
+        return True
+    except OSError as e:
+        check(e.errno == errno.ENOENT, "%s: %s, expected the bytes or ENOENT" % (what, errname(e)))
+        check(not os.path.exists(backing_path), "%s: ENOENT although the file is in BACKING" % what)
+        return False
+
+
 def log(msg):
     print("[%s] %s" % (NAME, msg), flush=True)
 
