@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what boundfs's demo and tests use from Debian: getfattr (attr) to
-# read the status xattr, fuse3 for fusermount3 (non-root mounts); and from
-# crates.io the File System eXerciser (fsx, pinned) that tests/sh/60-fsx.sh
+# read the status xattr, fuse3 for fusermount3 (non-root mounts), and
+# prometheus_client's parser (a second opinion on the metrics file); and from
+# crates.io the File System eXerciser (fsx, pinned) that tests/sh/65-fsx.sh
 # runs.  Idempotent: what is already there (same fsx version) is skipped.
 set -euo pipefail
 FSX_VERSION=0.3.2
@@ -9,6 +10,7 @@ need=()
 command -v getfattr >/dev/null || need+=(attr)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v python3 >/dev/null || need+=(python3)
+python3 -c 'import prometheus_client' 2>/dev/null || need+=(python3-prometheus-client)
 if ((${#need[@]})); then
     echo "installing: ${need[*]}"
     apt-get update -qq

@@ -14,17 +14,20 @@ use crate::config::{self, ConfigError, Options, err};
     name = "boundfs",
     version,
     about = "Mount BACKING at MOUNTPOINT with a hard byte budget: least recently used block files are evicted",
-    after_help = "Example: boundfs -f /data/kv /mnt/kv -o max_size=24G\n\
+    after_help = "Example: boundfs /data/kv /mnt/kv -o max_size=24G\n\
                   Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
-                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, reconcile_interval,
-                  stale_tmp, allow_other."
+                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, allow_other, \
+                  metrics_file, metrics_interval, reconcile_interval, stale_tmp (and mount(8)'s rw, noexec, exec, nofail, _netdev, x-* ...).\n\
+                  Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE"
 )]
 pub struct Args {
     /// Backing directory (where the files really live).
     pub backing: PathBuf,
     /// Mountpoint (point the engine's root_dir here).
     pub mountpoint: PathBuf,
-    /// Stay in the foreground (the only mode for now).
+    /// Stay in the foreground. Without it the command returns once the mount
+    /// is live and the daemon serves in the background (under systemd's
+    /// NOTIFY_SOCKET it stays in the foreground).
     #[arg(short = 'f', long)]
     pub foreground: bool,
     /// Mount options: key=value[,key=value...]
@@ -45,14 +48,6 @@ pub struct Args {
     /// Minimum time between two mtime stamps of one file (recency persistence) [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub stamp_interval: Option<String>,
-    /// Time between two re-walks of BACKING that correct usage for changes made behind the mount
-    /// (0 disables; at least 1s) [default: 60s].
-    #[arg(long, value_name = "DURATION")]
-    pub reconcile_interval: Option<String>,
-    /// Age past which an unopened engine temporary (*.tmp, *.tmp.*) is removed by the reconcile pass
-    /// (0: never; at least 1s) [default: 1h].
-    #[arg(long, value_name = "DURATION")]
-    pub stale_tmp: Option<String>,
     /// FUSE event loops [default: number of CPUs].
     #[arg(long, value_name = "N")]
     pub threads: Option<String>,
@@ -65,6 +60,20 @@ pub struct Args {
     /// How long the kernel caches entries, misses and attributes [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub attr_timeout: Option<String>,
+    /// Write Prometheus metrics to this file (node_exporter textfile collector).
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<String>,
+    /// How often the metrics file is rewritten [default: 15s].
+    #[arg(long, value_name = "DURATION")]
+    pub metrics_interval: Option<String>,
+    /// Time between two re-walks of BACKING that correct usage for changes made behind the mount
+    /// (0 disables; at least 1s) [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub reconcile_interval: Option<String>,
+    /// Age past which an unopened engine temporary (*.tmp, *.tmp.*) is removed by the reconcile pass
+    /// (0: never; at least 1s) [default: 1h].
+    #[arg(long, value_name = "DURATION")]
+    pub stale_tmp: Option<String>,
 }
 
 /// The `-o` keys that take a value.
@@ -77,15 +86,52 @@ const KEYS: &[&str] = &[
     "threads",
     "passthrough",
     "attr_timeout",
+    "metrics_file",
+    "metrics_interval",
     "reconcile_interval",
     "stale_tmp",
 ];
 
-/// mount(8)/fstab options that are not boundfs's: accepted, ignored.
+/// mount(8)/fstab options that are not boundfs's: accepted, ignored. (A
+/// boundfs mount is always nosuid,nodev; `exec`/`noexec` are applied and `ro`
+/// is refused, see [`options`].)
 const MOUNT_GENERIC: &[&str] = &[
-    "rw", "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser", "nodev", "nosuid", "dev",
-    "suid", "exec", "noexec", "async", "atime", "noatime", "relatime",
+    "defaults",
+    "auto",
+    "noauto",
+    "nofail",
+    "_netdev",
+    "user",
+    "users",
+    "nouser",
+    "owner",
+    "group",
+    "nodev",
+    "nosuid",
+    "dev",
+    "suid",
+    "async",
+    "atime",
+    "noatime",
+    "relatime",
+    "strictatime",
+    "nostrictatime",
+    "lazytime",
+    "nolazytime",
+    "diratime",
+    "nodiratime",
+    "default_permissions",
 ];
+
+/// Whether `-o` item `item` (`key` or `key=value`) is one boundfs or mount(8)
+/// knows; for the mount helper's sloppy mode (`mount -s`), which drops the rest.
+pub fn known_option(item: &str) -> bool {
+    let k = item.split_once('=').map_or(item, |(k, _)| k).trim();
+    is_key(k)
+        || MOUNT_GENERIC.contains(&k)
+        || k.starts_with("x-")
+        || matches!(k, "allow_other" | "ro" | "rw" | "exec" | "noexec" | "")
+}
 
 /// Turns parsed argv into validated [`Options`]. Errors: the first bad value,
 /// one line naming the key and what to give instead.
@@ -103,12 +149,15 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
     flag("threads", &args.threads, &mut kv);
     flag("passthrough", &args.passthrough, &mut kv);
     flag("attr_timeout", &args.attr_timeout, &mut kv);
+    flag("metrics_file", &args.metrics_file, &mut kv);
+    flag("metrics_interval", &args.metrics_interval, &mut kv);
     flag("reconcile_interval", &args.reconcile_interval, &mut kv);
     flag("stale_tmp", &args.stale_tmp, &mut kv);
     for p in &args.pattern {
         kv.push(("pattern".into(), p.clone()));
     }
     let mut allow_other = args.allow_other;
+    let mut noexec = false;
     for group in &args.opts {
         for item in group.split(',') {
             let (k, v) = match item.split_once('=') {
@@ -122,8 +171,18 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                 }
                 ("allow_other", None) => allow_other = true,
                 ("allow_other", Some(_)) => return err("option allow_other takes no value: -o allow_other"),
+                ("ro", None) => {
+                    return err(
+                        "ro is not supported: boundfs changes BACKING itself (eviction, recency stamps); mount rw",
+                    );
+                }
+                ("rw", None) => {}
+                ("noexec", None) => noexec = true,
+                ("exec", None) => noexec = false,
                 (k, None) if MOUNT_GENERIC.contains(&k) || k.starts_with("x-") => continue,
                 (k, _) if k.starts_with("x-") => continue,
+                // mount(8) may name the mounting user (user=NAME); comment= is fstab's old x-*
+                ("user" | "comment", Some(_)) => continue,
                 (k, None) if is_key(k) => {
                     return err(format!("option {k} needs a value: -o {k}=VALUE"));
                 }
@@ -134,7 +193,7 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
             }
         }
     }
-    build(args.backing, args.mountpoint, args.foreground, allow_other, &kv)
+    build(args.backing, args.mountpoint, args.foreground, allow_other, noexec, &kv)
 }
 
 fn is_key(k: &str) -> bool {
@@ -146,6 +205,7 @@ fn build(
     mountpoint: PathBuf,
     foreground: bool,
     allow_other: bool,
+    noexec: bool,
     kv: &[(String, String)],
 ) -> Result<Options, ConfigError> {
     for (i, (k, _)) in kv.iter().enumerate() {
@@ -190,6 +250,13 @@ fn build(
         Some(v) => config::parse_duration("attr_timeout", v)?,
         None => config::DEFAULT_ATTR_TIMEOUT,
     };
+    let metrics_interval = match get("metrics_interval") {
+        Some(v) => config::parse_duration("metrics_interval", v)?,
+        None => config::DEFAULT_METRICS_INTERVAL,
+    };
+    if metrics_interval < std::time::Duration::from_secs(1) {
+        return err("metrics_interval: must be at least 1s, e.g. metrics_interval=15s");
+    }
     let reconcile_interval = match get("reconcile_interval") {
         Some(v) => config::parse_interval("reconcile_interval", v, std::time::Duration::from_secs(1))?,
         None => config::DEFAULT_RECONCILE_INTERVAL,
@@ -199,6 +266,10 @@ fn build(
         None => config::DEFAULT_STALE_TMP,
     };
     let (backing, mountpoint) = config::check_paths(&backing, &mountpoint)?;
+    let metrics_file = match get("metrics_file") {
+        Some(v) => Some(config::check_metrics_file(std::path::Path::new(v), &backing, &mountpoint)?),
+        None => None,
+    };
     Ok(Options {
         backing,
         mountpoint,
@@ -214,6 +285,9 @@ fn build(
         foreground,
         passthrough,
         attr_timeout,
+        noexec,
+        metrics_file,
+        metrics_interval,
     })
 }
 

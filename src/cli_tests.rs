@@ -47,6 +47,7 @@ fn defaults() {
 #[test]
 fn mount_generic_options_are_ignored() {
     assert!(parse(&["-o", "rw,nofail,_netdev,x-systemd.automount,max_size=1G"]).is_ok());
+    assert!(parse(&["-o", "defaults,user=alice,comment=x,noatime,nodev,nosuid,max_size=1G"]).is_ok());
 }
 
 #[test]
@@ -82,6 +83,37 @@ fn mountpoint_inside_backing_is_refused() {
     assert!(crate::config::check_paths(&inner, b.path()).is_err());
     assert!(crate::config::check_paths(b.path(), b.path()).is_err());
     assert!(crate::config::check_paths(&b.path().join("missing"), &inner).is_err());
+}
+
+#[test]
+fn mount_flags_and_metrics_options() {
+    let o = parse(&["-o", "max_size=1G,rw,noexec"]).unwrap();
+    assert!(o.noexec);
+    let o = parse(&["-o", "max_size=1G,noexec,exec"]).unwrap();
+    assert!(!o.noexec, "the last of noexec/exec wins");
+    let e = parse(&["-o", "max_size=1G,ro"]).expect_err("ro");
+    assert!(e.0.starts_with("ro is not supported"), "{}", e.0);
+    assert!(o.metrics_file.is_none());
+    assert_eq!(o.metrics_interval.as_secs(), 15);
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("boundfs.prom");
+    let o = parse(&["-o", &format!("max_size=1G,metrics_file={},metrics_interval=5s", path.display())]).unwrap();
+    assert_eq!(o.metrics_file.unwrap(), d.path().canonicalize().unwrap().join("boundfs.prom"));
+    assert_eq!(o.metrics_interval.as_secs(), 5);
+    for bad in ["metrics_interval=0s", "metrics_interval=never", "metrics_file=/nonexistent-dir/x.prom"] {
+        let e = parse(&["-o", &format!("max_size=1G,{bad}")]).expect_err(bad);
+        assert!(e.0.starts_with("metrics_"), "{bad}: {}", e.0);
+    }
+}
+
+#[test]
+fn known_options_for_sloppy_mounts() {
+    for k in ["max_size=1G", "rw", "noexec", "nofail", "x-systemd.automount", "pattern=*.bin", "allow_other"] {
+        assert!(known_option(k), "{k}");
+    }
+    for k in ["bogus", "bogus=1", "uid=1000"] {
+        assert!(!known_option(k), "{k}");
+    }
 }
 
 #[test]

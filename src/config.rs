@@ -15,6 +15,8 @@ pub const DEFAULT_LOW_WATERMARK: f64 = 0.90;
 pub const DEFAULT_PATTERN: &str = "*.bin";
 /// Default `stamp_interval`: at most one mtime stamp per file per minute.
 pub const DEFAULT_STAMP_INTERVAL: Duration = Duration::from_secs(60);
+/// Default `metrics_interval`: node_exporter's default scrape interval.
+pub const DEFAULT_METRICS_INTERVAL: Duration = Duration::from_secs(15);
 /// Default `attr_timeout`: how long the kernel may cache entries (including
 /// "no such file") and attributes. Long, so that repeated existence probes
 /// never reach the daemon; what the daemon changes itself (eviction, mtime
@@ -68,6 +70,13 @@ pub struct Options {
     pub allow_other: bool,
     /// Stay in the foreground (`-f`).
     pub foreground: bool,
+    /// Mount `noexec`.
+    pub noexec: bool,
+    /// Where to write the Prometheus metrics (`metrics_file`), if anywhere;
+    /// its directory is canonical, outside BACKING and the mountpoint.
+    pub metrics_file: Option<PathBuf>,
+    /// How often the metrics file is rewritten (`metrics_interval`, ≥ 1 s).
+    pub metrics_interval: Duration,
     /// Kernel passthrough for read-only opens (`passthrough=auto`), or
     /// daemon-side I/O only (`passthrough=off`).
     pub passthrough: bool,
@@ -201,16 +210,53 @@ pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBu
 }
 
 fn dir(p: &Path, what: &str) -> Result<PathBuf, ConfigError> {
-    let c = p.canonicalize().or_else(|e| err(format!("{what} {}: {}", p.display(), lower(&e))))?;
+    let c = p.canonicalize().or_else(|e| err(format!("{what} {}: {}", p.display(), lower(&e, p))))?;
     if !c.is_dir() {
         return err(format!("{what} {}: not a directory", p.display()));
     }
     Ok(c)
 }
 
-fn lower(e: &std::io::Error) -> String {
+fn lower(e: &std::io::Error, p: &Path) -> String {
+    if e.raw_os_error() == Some(libc::ENOTCONN) {
+        return format!(
+            "transport endpoint is not connected (the FUSE daemon serving it died); detach it with \
+             `umount -l {0}` (or `fusermount3 -uz {0}`) and mount again",
+            p.display()
+        );
+    }
     match e.kind() {
         std::io::ErrorKind::NotFound => "does not exist; create it first".into(),
         _ => e.to_string(),
     }
+}
+
+/// Checks `metrics_file` and returns it with its directory canonical.
+/// Errors: no file name, a directory that is missing or not writable, a path
+/// inside BACKING (it would count toward usage) or inside the mountpoint.
+pub fn check_metrics_file(path: &Path, backing: &Path, mountpoint: &Path) -> Result<PathBuf, ConfigError> {
+    let Some(name) = path.file_name() else {
+        return err(format!(
+            "metrics_file: '{}' has no file name; give e.g. /var/lib/node_exporter/boundfs.prom",
+            path.display()
+        ));
+    };
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = dir(parent, "metrics_file directory")?.join(name);
+    if dir.starts_with(backing) || dir.starts_with(mountpoint) {
+        return err(format!(
+            "metrics_file {} is inside the backing directory or the mountpoint; write it elsewhere",
+            dir.display()
+        ));
+    }
+    let Some(d) = dir.parent() else { return err("metrics_file: no directory") };
+    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()))
+        .or_else(|_| err("metrics_file: path contains a NUL byte"))?;
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return err(format!("metrics_file directory {} is not writable by this user", d.display()));
+    }
+    Ok(dir)
 }

@@ -1,6 +1,11 @@
 //! The daemon's life: index BACKING, mount, run the event loops and the
-//! background threads (evictor, invalidator, stamper), wait for SIGINT/SIGTERM
-//! or an external `umount`, then stop everything in order and report.
+//! background threads (evictor, invalidator, stamper, metrics writer), report
+//! readiness, wait for SIGINT/SIGTERM or an external `umount`, then stop
+//! everything in order and report.
+//!
+//! Signals: SIGINT/SIGTERM unmount (lazily when busy, with a log line), let
+//! the stamper write the pending mtime stamps, and exit 0; a second one exits
+//! at once (status 1). SIGUSR1 logs the live status once.
 
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -10,10 +15,13 @@ use std::thread;
 
 use fuser::{Config, MountOption, SessionACL};
 
-use crate::cache::{evictor, ledger::Ledger, policy::Policy, reconcile, scan};
+use crate::cache::ledger::{Kind, Ledger};
+use crate::cache::{evictor, policy::Policy, reconcile, scan};
 use crate::config::Options;
 use crate::fs::{Core, key_of, sys};
 use crate::fuse::BoundFs;
+use crate::metrics;
+use crate::sdnotify::Notify;
 use crate::stats::Stats;
 
 enum Event {
@@ -21,9 +29,12 @@ enum Event {
     Unmounted(std::io::Result<()>),
 }
 
-/// Mounts and serves until unmounted. Errors: a one-line reason (BACKING
-/// unreadable, the kernel refused the mount …).
-pub fn run(opts: &Options) -> Result<(), String> {
+/// Mounts and serves until unmounted. `on_ready` runs once the mount is live
+/// and served (the daemon-mode parent exits 0 then); systemd, when `notify`
+/// has a socket, gets `READY=1` at the same moment and `STOPPING=1` when
+/// shutdown begins. Errors: a one-line reason (BACKING unreadable, the kernel
+/// refused the mount …), before `on_ready` unless the session itself fails.
+pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(), String> {
     let nofile = sys::raise_nofile();
     if nofile < 65536 && unsafe { libc::geteuid() } != 0 {
         log::warn!(
@@ -51,6 +62,7 @@ pub fn run(opts: &Options) -> Result<(), String> {
     let mut ledger = Ledger::new(opts.max_size);
     let root_st = sys::fstat(root_fd.as_fd()).map_err(|e| format!("stat {}: {e:?}", opts.backing.display()))?;
     ledger.upsert(key_of(&root_st), sys::allocated(&root_st), false, None, 0);
+    ledger.set_kind(key_of(&root_st), Kind::Dir);
     let used_bound = sys::fstatvfs(root_fd.as_fd())
         .map(|v| (v.f_blocks - v.f_bfree) * v.f_frsize)
         .map_err(|e| format!("statfs {}: {e:?}", opts.backing.display()))?;
@@ -65,8 +77,9 @@ pub fn run(opts: &Options) -> Result<(), String> {
     // Handlers go in before the mount exists: a signal sent as soon as the
     // mount is visible must unmount, not be lost (or ignored, as SIGINT is
     // in background jobs of non-interactive shells).
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
-        .map_err(|e| format!("signal setup: {e}"))?;
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1]).map_err(|e| format!("signal setup: {e}"))?;
     let mut cfg = Config::default();
     cfg.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     cfg.n_threads = Some(opts.threads);
@@ -82,22 +95,17 @@ pub fn run(opts: &Options) -> Result<(), String> {
             MountOption::FSName(opts.backing.display().to_string()),
             MountOption::Subtype("boundfs".into()),
             MountOption::DefaultPermissions,
+            MountOption::RW,
         ];
+        if opts.noexec {
+            cfg.mount_options.push(MountOption::NoExec);
+        }
         fuser::Session::new(fs, &opts.mountpoint, &cfg)
     }
     // fusermount3's message ends with a newline: keep the error one line.
     .map_err(|e| format!("mount at {} failed: {}", opts.mountpoint.display(), e.to_string().trim_end()))?;
     core.inval.set_notifier(session.notifier());
     let mut unmounter = session.unmount_callable();
-    log::info!(
-        "mounted {} at {} (max_size {} bytes, watermarks {}/{}, {} threads)",
-        opts.backing.display(),
-        opts.mountpoint.display(),
-        opts.max_size,
-        opts.high_watermark,
-        opts.low_watermark,
-        opts.threads
-    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
@@ -152,6 +160,16 @@ pub fn run(opts: &Options) -> Result<(), String> {
             c.stamper.run(&stamp_root, || s.load(Ordering::Relaxed), stamped)
         }));
     }
+    let metrics = match &opts.metrics_file {
+        Some(path) => {
+            let (c, s, path) = (core.clone(), stop.clone(), path.clone());
+            let (mnt, every) = (opts.mountpoint.display().to_string(), opts.metrics_interval);
+            metrics::write(&core, &path, &mnt);
+            let t = thread::Builder::new().name("metrics".into()).spawn(move || metrics::run(c, path, mnt, every, &s));
+            Some(t.map_err(|e| format!("cannot start the metrics writer: {e}"))?)
+        }
+        None => None,
+    };
     let reconcile_stop = Arc::new(reconcile::Stopper::default());
     if !opts.reconcile_interval.is_zero() {
         let (c, s, rec) = (core.clone(), reconcile_stop.clone(), reconcile::Reconciler::new(opts.stale_tmp));
@@ -159,31 +177,60 @@ pub fn run(opts: &Options) -> Result<(), String> {
         workers.push(thread::Builder::new().name("reconcile".into()).spawn(move || reconcile::run(c, rec, every, s)));
     }
     core.maybe_wake_evictor();
+    log::info!(
+        "mounted {} at {} (max_size {} bytes, watermarks {}/{}, {} threads{})",
+        opts.backing.display(),
+        opts.mountpoint.display(),
+        opts.max_size,
+        opts.high_watermark,
+        opts.low_watermark,
+        opts.threads,
+        opts.metrics_file.as_ref().map_or(String::new(), |p| format!(", metrics to {}", p.display())),
+    );
+    on_ready();
+    notify.send(&format!("READY=1\nSTATUS=serving {} at {}", opts.backing.display(), opts.mountpoint.display()));
 
-    let result = match rx.recv() {
-        Ok(Event::Signal(s)) => {
-            log::info!("signal {s}: unmounting {}", opts.mountpoint.display());
-            unmount(opts, &mut unmounter);
-            match rx.recv() {
-                Ok(Event::Unmounted(r)) => r,
-                _ => Ok(()),
+    let mut stopping = false;
+    let result = loop {
+        match rx.recv() {
+            Ok(Event::Signal(SIGUSR1)) => log::info!("status {}", core.stats_json()),
+            Ok(Event::Signal(s)) if !stopping => {
+                stopping = true;
+                notify.send("STOPPING=1");
+                log::info!("signal {s}: unmounting {}", opts.mountpoint.display());
+                unmount(opts, &mut unmounter);
             }
+            Ok(Event::Signal(s)) => {
+                log::warn!("second signal {s}: exiting now without waiting for the unmount or pending stamps");
+                std::process::exit(1);
+            }
+            Ok(Event::Unmounted(r)) => break r,
+            Err(_) => break Ok(()),
         }
-        Ok(Event::Unmounted(r)) => r,
-        Err(_) => Ok(()),
     };
+    if !stopping {
+        notify.send("STOPPING=1");
+    }
     let _ = serve.join();
     stop.store(true, Ordering::Relaxed);
     core.wake_evictor();
     core.stamper.kick();
     reconcile_stop.stop();
     core.inval.stop();
-    for w in workers.into_iter().flatten() {
+    if let Some(m) = &metrics {
+        m.thread().unpark();
+    }
+    for w in workers.into_iter().flatten().chain(metrics) {
         let _ = w.join();
     }
     sig_handle.close();
     let _ = sig_thread.join();
-    log::info!("unmounted; final status {}", core.stats_json());
+    log::info!(
+        "unmounted {}; {} stamps written; final status {}",
+        opts.mountpoint.display(),
+        Stats::get(&core.stats.stamps),
+        core.stats_json()
+    );
     result.map_err(|e| format!("FUSE session ended with an error: {e}"))
 }
 
@@ -210,15 +257,12 @@ fn mount_kernel(opts: &Options) -> std::io::Result<std::os::fd::OwnedFd> {
         if opts.allow_other { ",allow_other" } else { "" }
     );
     let (src, target, data) = (cpath(&opts.backing)?, cpath(&opts.mountpoint)?, std::ffi::CString::new(data)?);
-    let r = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            target.as_ptr(),
-            c"fuse.boundfs".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            data.as_ptr().cast(),
-        )
-    };
+    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+    if opts.noexec {
+        flags |= libc::MS_NOEXEC;
+    }
+    let r =
+        unsafe { libc::mount(src.as_ptr(), target.as_ptr(), c"fuse.boundfs".as_ptr(), flags, data.as_ptr().cast()) };
     if r != 0 {
         return Err(std::io::Error::last_os_error());
     }

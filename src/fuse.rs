@@ -128,6 +128,9 @@ fn who(req: &Request) -> Caller {
 /// Logs errnos that are not part of normal traffic.
 fn log_err(op: &str, e: Errno) -> Errno {
     let c = e.code();
+    if c == libc::EMFILE || c == libc::ENFILE {
+        crate::warn_limited!("{op}: out of file descriptors; raise the daemon's open file limit (LimitNOFILE=)");
+    }
     if ![libc::ENOENT, libc::EEXIST, libc::ENODATA, libc::ENOTEMPTY, libc::ERANGE, libc::ENOSPC].contains(&c) {
         log::debug!("{op}: {}", std::io::Error::from_raw_os_error(c));
     }
@@ -393,7 +396,7 @@ impl Filesystem for BoundFs {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -401,7 +404,7 @@ impl Filesystem for BoundFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        match self.core.setxattr(ino, name, value, flags) {
+        match self.core.setxattr(ino, name, value, flags, req.uid()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "setxattr", e),
         }

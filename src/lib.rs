@@ -5,9 +5,17 @@
 pub mod cache;
 pub mod cli;
 pub mod config;
+pub mod ctl;
 pub mod daemon;
+pub mod daemonize;
 pub mod fs;
 pub mod fuse;
+pub mod logging;
+pub mod metrics;
+pub mod mount_helper;
 pub mod notify;
 pub mod passthrough;
+pub mod ratelimit;
+pub mod sdnotify;
 pub mod stats;
+pub mod status;

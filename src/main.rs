@@ -1,41 +1,135 @@
-//! `boundfs`: argv → options → mount → serve until a signal or umount → exit.
-//! Exit codes: 0 clean unmount, 1 runtime failure (mount refused …), 2 bad input.
+//! `boundfs`: argv → options → (detach) → mount → serve until a signal or
+//! umount → exit. Also `boundfs status|set MOUNTPOINT …`, and the mount(8)
+//! helper when started as `mount.fuse.boundfs`.
+//!
+//! Exit codes: 0 success (in daemon mode: the mount is live), 1 runtime
+//! failure (mount refused …), 2 bad input. As the mount(8) helper, mount(8)'s
+//! own codes: 1 bad input, 32 mount failure.
 
+use std::ffi::OsString;
+use std::process::exit;
+
+use boundfs::{cli, ctl, daemon, daemonize, logging, mount_helper, sdnotify::Notify};
 use clap::Parser;
 
+/// Exit codes for bad input and for a failed mount.
+struct Codes {
+    usage: i32,
+    failure: i32,
+}
+
 fn main() {
-    let args = match boundfs::cli::Args::try_parse() {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    if let Some(cmd) = ctl::subcommand(&argv) {
+        exit(run_ctl(cmd, &argv[1..]));
+    }
+    let (argv, codes, fake) = if argv.first().is_some_and(|a| mount_helper::invoked_as_helper(a)) {
+        let codes = Codes { usage: 1, failure: 32 };
+        match mount_helper::translate(&argv[1..]) {
+            Ok(call) => {
+                if call.verbose && std::env::var_os("RUST_LOG").is_none() {
+                    // SAFETY: no thread exists yet.
+                    unsafe { std::env::set_var("RUST_LOG", "debug,fuser=error") };
+                }
+                (call.argv, codes, call.fake)
+            }
+            Err(e) => {
+                eprintln!("mount.fuse.boundfs: error: {e}");
+                exit(codes.usage);
+            }
+        }
+    } else {
+        (argv, Codes { usage: 2, failure: 1 }, false)
+    };
+    let args = match cli::Args::try_parse_from(&argv) {
         Ok(a) => a,
         Err(e) => {
             use clap::error::ErrorKind::*;
             if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
                 let _ = e.print();
-                std::process::exit(0);
+                exit(0);
             }
-            let text = e.to_string();
-            // clap lists missing arguments on the lines after the first: keep
-            // them, on one line, and stop at the usage text.
-            let parts: Vec<&str> =
-                text.lines().map(str::trim).take_while(|l| !l.is_empty() && !l.starts_with("Usage:")).collect();
-            let line = parts.join(" ");
-            let line = line.trim_start_matches("error: ");
-            eprintln!("boundfs: error: {line} (see boundfs --help)");
-            std::process::exit(2);
+            eprintln!("boundfs: error: {} (see boundfs --help)", first_line(&e.to_string()));
+            exit(codes.usage);
         }
     };
-    let opts = match boundfs::cli::options(args) {
+    let opts = match cli::options(args) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("boundfs: error: {e}");
-            std::process::exit(2);
+            exit(codes.usage);
         }
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info,fuser=error")).init();
-    match boundfs::daemon::run(&opts) {
-        Ok(()) => {}
-        Err(e) => {
-            eprintln!("boundfs: error: {e}");
-            std::process::exit(1);
+    if fake {
+        exit(0);
+    }
+    // No thread may exist before the fork below.
+    let notify = Notify::from_env();
+    let mut ready = None;
+    let mut sink = logging::Sink::Stderr;
+    if !opts.foreground && !notify.requested() {
+        match daemonize::detach(codes.failure) {
+            Ok((pipe, stderr)) => {
+                ready = Some(pipe);
+                if stderr == daemonize::Stderr::Closed {
+                    sink = logging::Sink::Syslog;
+                }
+            }
+            Err(e) => {
+                eprintln!("boundfs: error: {e}");
+                exit(codes.failure);
+            }
         }
     }
+    logging::init(sink);
+    notify.report();
+    let r = daemon::run(&opts, &notify, || {
+        if let Some(p) = ready.take() {
+            p.ready();
+        }
+    });
+    if let Err(e) = r {
+        match ready.take() {
+            // The waiting parent prints it (printing here too would show it twice).
+            Some(p) => p.failed(&e),
+            None => {
+                log::error!("{e}");
+                eprintln!("boundfs: error: {e}");
+            }
+        }
+        exit(codes.failure);
+    }
+}
+
+/// `boundfs status …` / `boundfs set …`; returns the exit code.
+fn run_ctl(cmd: &str, argv: &[OsString]) -> i32 {
+    let parsed = match cmd {
+        "status" => ctl::StatusArgs::try_parse_from(argv).map(|a| ctl::status(&a)),
+        _ => ctl::SetArgs::try_parse_from(argv).map(|a| ctl::set(&a)),
+    };
+    match parsed {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            eprintln!("boundfs {cmd}: error: {}", e.msg);
+            e.code
+        }
+        Err(e) => {
+            use clap::error::ErrorKind::*;
+            if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
+                let _ = e.print();
+                return 0;
+            }
+            eprintln!("boundfs {cmd}: error: {} (see boundfs {cmd} --help)", first_line(&e.to_string()));
+            2
+        }
+    }
+}
+
+/// clap's error as one line: its first paragraph (some errors continue on
+/// indented lines, e.g. the missing arguments), without "error: " and usage.
+fn first_line(text: &str) -> String {
+    let para: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    let line = para.join(" ");
+    let line = line.trim_start_matches("error: ");
+    if line.is_empty() { "bad arguments".to_string() } else { line.to_string() }
 }

@@ -12,11 +12,20 @@ pub struct Stats {
     pub evicted_bytes: AtomicU64,
     /// Requests answered ENOSPC because nothing evictable could make room.
     pub enospc: AtomicU64,
-    /// Eviction candidates skipped (renamed, relinked, vanished, could not unlink).
+    /// Eviction candidates skipped (renamed, relinked, vanished, could not
+    /// unlink, opened meanwhile): all reasons, `evict_skipped_open` included.
     pub evict_skipped: AtomicU64,
+    /// Eviction candidates skipped because a client opened them between the
+    /// choice and the unlink.
+    pub evict_skipped_open: AtomicU64,
+    /// Background eviction sweeps run (each brings usage from above the high
+    /// to the low watermark).
+    pub eviction_sweeps: AtomicU64,
+    /// Time spent in background eviction sweeps, microseconds.
+    pub eviction_sweep_micros: AtomicU64,
     /// Opens of block files (hits).
     pub block_opens: AtomicU64,
-    /// Lookups that found no file (misses).
+    /// Lookups of block-file names that found nothing (misses).
     pub lookup_misses: AtomicU64,
     /// mtime stamps written.
     pub stamps: AtomicU64,

@@ -64,6 +64,10 @@ impl Core {
             Stats::add(&self.stats.evict_skipped, 1);
             None
         };
+        let skip_open = || {
+            Stats::add(&self.stats.evict_skipped_open, 1);
+            skip("opened meanwhile")
+        };
         let Some(Parent { dir, key: dkey, dir_rel, name, c }) = self.parent_of(rel) else {
             self.ledger.lock().forget_path(key);
             return skip("directory gone, or not beneath BACKING");
@@ -81,7 +85,7 @@ impl Core {
             }
         }
         if !self.ledger.lock().begin_evict(key) {
-            return skip("opened meanwhile");
+            return skip_open();
         }
         // Truncate first: the kernel may still hold the inode (our O_PATH fd
         // lives until its FORGET), and an unlinked inode keeps its blocks while
@@ -98,7 +102,7 @@ impl Core {
             }
             Err(e) => {
                 self.ledger.lock().abort_evict(key);
-                log::warn!("eviction could not remove {}: {e:?}; skipping it", rel.display());
+                crate::warn_limited!("eviction could not remove {}: {e:?}; skipping it", rel.display());
                 return skip("unlink failed");
             }
         };
@@ -152,8 +156,11 @@ impl Core {
                 }
                 continue;
             }
-            if sys::unlinkat(parent.as_fd(), &c, libc::AT_REMOVEDIR).is_ok() {
-                self.ledger.lock().remove(dkey);
+            self.ledger.lock().begin_remove_dir(dkey);
+            if sys::unlinkat(parent.as_fd(), &c, libc::AT_REMOVEDIR).is_err() {
+                self.ledger.lock().abort_evict(dkey);
+            } else {
+                self.ledger.lock().finish_evict(dkey);
                 drop(g);
                 if !parent_rel.as_os_str().is_empty() {
                     retry.push((parent_rel.to_path_buf(), 0));
@@ -175,9 +182,55 @@ pub(crate) struct Parent<'a> {
     pub(crate) c: CString,
 }
 
+/// Shortest time between two info lines about eviction sweeps. Under a
+/// steady store load a sweep runs several times a second; the sweeps in
+/// between are summed into the next line (each is logged at debug level).
+const SWEEP_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Sweeps done since the last info line: `[sweeps, files, bytes, skipped
+/// because opened meanwhile, skipped for other reasons]` and their time.
+#[derive(Default)]
+struct SweepLog {
+    last: Option<Instant>,
+    n: [u64; 5],
+    secs: f64,
+}
+
+impl SweepLog {
+    fn add(&mut self, n: [u64; 5], secs: f64) {
+        log::debug!("eviction sweep: {} files, {} bytes in {secs:.3}s", n[1], n[2]);
+        for (t, x) in self.n.iter_mut().zip(n) {
+            *t += x;
+        }
+        self.secs += secs;
+    }
+
+    /// Logs what was summed, if anything, once [`SWEEP_LOG_INTERVAL`] has passed.
+    fn flush(&mut self, core: &Core) {
+        let [sweeps, files, bytes, open, other] = self.n;
+        if sweeps == 0 || self.last.is_some_and(|t| t.elapsed() < SWEEP_LOG_INTERVAL) {
+            return;
+        }
+        let (usage, c) = {
+            let l = core.ledger.lock();
+            (l.usage(), l.counts())
+        };
+        let what = if sweeps == 1 { "eviction sweep:".to_string() } else { format!("eviction, {sweeps} sweeps:") };
+        log::info!(
+            "{what} {files} files, {bytes} bytes in {:.3}s; skipped {open} opened meanwhile, {other} for other \
+             reasons; {} block files not evictable now (open, or linked twice); usage now {usage} of {}",
+            self.secs,
+            c.block_files.saturating_sub(c.evictable),
+            core.policy().max_size,
+        );
+        *self = SweepLog { last: Some(Instant::now()), ..Default::default() };
+    }
+}
+
 /// The background evictor: sleeps until usage passes the high watermark,
 /// then evicts down to the low watermark. Runs until `stop` returns true.
 pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
+    let mut sweeps = SweepLog::default();
     // Background eviction waits for the start-up index, which sets the LRU
     // order (writes that need room meanwhile wait for it in `Core::reserve`).
     while !core.wait_indexed_for(Duration::from_secs(1)) {
@@ -195,36 +248,33 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             *pending = false;
         }
         if stop() {
+            sweeps.last = None;
+            sweeps.flush(&core);
             return;
         }
         core.reap_empty_dirs();
         let committed = core.ledger.lock().committed();
-        if !core.policy.should_wake(committed) {
+        if !core.policy().should_wake(committed) {
+            sweeps.flush(&core);
             continue;
         }
         let t0 = Instant::now();
-        let (n0, b0) = (Stats::get(&core.stats.evictions), Stats::get(&core.stats.evicted_bytes));
-        let skipped0 = Stats::get(&core.stats.evict_skipped);
+        let st = &core.stats;
+        let counters = [&st.evictions, &st.evicted_bytes, &st.evict_skipped, &st.evict_skipped_open];
+        let before = counters.map(Stats::get);
         loop {
-            let excess = core.policy.excess(core.ledger.lock().committed());
+            let excess = core.policy().excess(core.ledger.lock().committed());
             if excess == 0 || core.evict(excess, true) == 0 || stop() {
                 break;
             }
         }
-        let (l, open) = {
-            let l = core.ledger.lock();
-            (l.usage(), l.counts().open_handles)
-        };
-        log::info!(
-            "eviction sweep: {} files, {} bytes in {:.3}s; skipped {}; usage now {} of {} ({} open handles)",
-            Stats::get(&core.stats.evictions) - n0,
-            Stats::get(&core.stats.evicted_bytes) - b0,
-            t0.elapsed().as_secs_f64(),
-            Stats::get(&core.stats.evict_skipped) - skipped0,
-            l,
-            core.policy.max_size,
-            open,
-        );
+        let took = t0.elapsed();
+        Stats::add(&st.eviction_sweeps, 1);
+        Stats::add(&st.eviction_sweep_micros, took.as_micros().min(u64::MAX as u128) as u64);
+        let after = counters.map(Stats::get);
+        let [files, bytes, skipped, open] = [0, 1, 2, 3].map(|i| after[i].saturating_sub(before[i]));
+        sweeps.add([1, files, bytes, open, skipped.saturating_sub(open)], took.as_secs_f64());
+        sweeps.flush(&core);
     }
 }
 

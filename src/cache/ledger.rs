@@ -35,6 +35,29 @@ pub enum State {
     Unlinked,
 }
 
+/// What kind of object an entry is, for status counts only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Kind {
+    /// A regular file (the default until told otherwise).
+    #[default]
+    File,
+    /// A directory (BACKING itself included).
+    Dir,
+    /// A symlink, fifo, socket or device node.
+    Other,
+}
+
+impl Kind {
+    /// The kind of a `st_mode`.
+    pub fn of_mode(mode: u32) -> Kind {
+        match mode & libc::S_IFMT {
+            libc::S_IFREG => Kind::File,
+            libc::S_IFDIR => Kind::Dir,
+            _ => Kind::Other,
+        }
+    }
+}
+
 /// One backing object.
 #[derive(Debug)]
 pub struct Entry {
@@ -53,6 +76,8 @@ pub struct Entry {
     parked: bool,
     /// Seconds (of the caller's clock, +1 so 0 means never) of the last mtime stamp.
     stamped_at: u32,
+    /// See [`Kind`]; set with [`Ledger::set_kind`].
+    kind: Kind,
     /// In the LRU list (kept by [`super::table::Table`]).
     pub(super) linked: bool,
     /// The table slot holds this entry (false: a free slot).
@@ -63,7 +88,18 @@ impl Entry {
     /// A live entry of `size` bytes with no handle, not yet in the LRU.
     fn new(size: u64, block: bool, path: Option<PathBuf>, parked: bool, stamped_at: u32) -> Self {
         let path = path.map(PathBuf::into_boxed_path);
-        Entry { size, block, opens: 0, state: State::Live, path, parked, stamped_at, linked: false, used: true }
+        Entry {
+            size,
+            block,
+            opens: 0,
+            state: State::Live,
+            path,
+            parked,
+            stamped_at,
+            kind: Kind::File,
+            linked: false,
+            used: true,
+        }
     }
 
     /// An empty entry (size 0, not a block, no path).
@@ -87,8 +123,12 @@ pub struct LedgerCounts {
     pub usage: u64,
     /// Bytes reserved by writes in flight.
     pub reserved: u64,
-    /// Objects (files, directories, symlinks) indexed.
+    /// Regular files indexed.
     pub files: u64,
+    /// Directories indexed (BACKING itself included).
+    pub dirs: u64,
+    /// Symlinks, fifos, sockets and device nodes indexed.
+    pub others: u64,
     /// Block files indexed.
     pub block_files: u64,
     /// Block files that could be evicted now (in the LRU).
@@ -108,6 +148,8 @@ pub struct Ledger {
     max_size: u64,
     block_files: u64,
     open_handles: u64,
+    dirs: u64,
+    others: u64,
     /// While the start-up index is incomplete: an upper bound of the backing
     /// tree's usage (bytes used on BACKING's filesystem at mount, plus every
     /// reservation granted since), which reservations are checked against.
@@ -135,6 +177,8 @@ impl Ledger {
             max_size,
             block_files: 0,
             open_handles: 0,
+            dirs: 0,
+            others: 0,
             indexing_bound: None,
         }
     }
@@ -219,7 +263,9 @@ impl Ledger {
         LedgerCounts {
             usage: self.usage,
             reserved: self.reserved,
-            files: self.entries.len() as u64,
+            files: self.entries.len() as u64 - self.dirs - self.others,
+            dirs: self.dirs,
+            others: self.others,
             block_files: self.block_files,
             evictable: self.entries.lru_len() as u64,
             open_handles: self.open_handles,
@@ -296,6 +342,30 @@ impl Ledger {
             }
         }
         self.sync_lru(key);
+    }
+
+    /// Records what kind of object `key` is (status counts only; new entries
+    /// count as regular files until told otherwise).
+    pub fn set_kind(&mut self, key: FileKey, kind: Kind) {
+        let Some(e) = self.entries.get_mut(&key) else {
+            return;
+        };
+        let old = std::mem::replace(&mut e.kind, kind);
+        self.count_kind(old, false);
+        self.count_kind(kind, true);
+    }
+
+    fn count_kind(&mut self, kind: Kind, add: bool) {
+        let c = match kind {
+            Kind::File => return,
+            Kind::Dir => &mut self.dirs,
+            Kind::Other => &mut self.others,
+        };
+        if add {
+            *c += 1;
+        } else {
+            *c -= 1;
+        }
     }
 
     /// Forgets when `key` was last stamped, so its next touch stamps at once
@@ -423,6 +493,7 @@ impl Ledger {
         if e.block {
             self.block_files -= 1;
         }
+        self.count_kind(e.kind, false);
         Some(e)
     }
 
@@ -502,9 +573,32 @@ impl Ledger {
         }
     }
 
-    /// The unlink is done: drop the entry and return the bytes freed.
+    /// The unlink is done: drop the entry and return the bytes freed. An
+    /// entry that is no longer `Evicting` belongs to a new object that was
+    /// given the freed inode number meanwhile (see [`Ledger::fresh`]): it stays.
     pub fn finish_evict(&mut self, key: FileKey) -> u64 {
-        self.remove(key).map_or(0, |e| e.size)
+        match self.entries.get(&key) {
+            Some(e) if e.state == State::Evicting => self.remove(key).map_or(0, |e| e.size),
+            _ => 0,
+        }
+    }
+
+    /// Marks an empty directory about to be removed by the daemon (`Evicting`),
+    /// so that [`Ledger::finish_evict`] after the rmdir drops only this entry.
+    pub fn begin_remove_dir(&mut self, key: FileKey) {
+        if let Some(e) = self.entries.get_mut(&key) {
+            if e.state == State::Live && e.opens == 0 {
+                e.state = State::Evicting;
+            }
+        }
+    }
+
+    /// A request just created a new object with identity `key`. Any entry
+    /// under that key is of an object already removed whose inode number the
+    /// filesystem reused (an eviction or rmdir between its unlink and its
+    /// ledger update): drop it, so the new object is recorded afresh.
+    pub fn fresh(&mut self, key: FileKey) {
+        self.remove(key);
     }
 
     /// The unlink failed: the file stays, parked (it is not chosen again until touched).

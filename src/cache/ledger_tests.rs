@@ -205,6 +205,23 @@ fn evictable_bytes_follow_the_lru() {
 }
 
 #[test]
+fn counts_split_files_dirs_and_others() {
+    let mut l = Ledger::new(1000);
+    block(&mut l, 1, 10);
+    l.upsert(k(2), 4096, false, Some("d".into()), 0);
+    l.set_kind(k(2), Kind::Dir);
+    l.upsert(k(3), 0, false, Some("link".into()), 0);
+    l.set_kind(k(3), Kind::Other);
+    let c = l.counts();
+    assert_eq!((c.files, c.dirs, c.others), (1, 1, 1));
+    l.set_kind(k(2), Kind::Dir); // idempotent
+    l.remove(k(2));
+    l.remove(k(3));
+    let c = l.counts();
+    assert_eq!((c.files, c.dirs, c.others), (1, 0, 0));
+}
+
+#[test]
 fn indexed_blocks_count_at_once_and_go_behind_everything_used_since() {
     let mut l = Ledger::new(1000);
     l.start_indexing(0);
@@ -231,6 +248,27 @@ fn while_indexing_reservations_are_checked_against_the_bound() {
     l.indexed();
     assert_eq!(l.reserve_checked(80), Ok(()), "exact usage (0) once indexed");
     assert_eq!(l.reserve_checked(30), Err(Refused::Short(20)));
+}
+
+#[test]
+fn a_new_object_reusing_an_evicted_inode_number_is_kept() {
+    let mut l = Ledger::new(1000);
+    block(&mut l, 1, 100);
+    let (key, _) = l.take_victim().unwrap();
+    assert!(l.begin_evict(key));
+    // unlinked; the filesystem gives inode 1 to a directory made elsewhere
+    l.fresh(k(1));
+    l.upsert(k(1), 4, false, None, 0);
+    assert_eq!(l.finish_evict(key), 0, "the late finish must not drop the new object");
+    assert_eq!(l.usage(), 4);
+    assert!(l.get(&k(1)).is_some());
+    // the same for an emptied directory the reaper removes
+    l.begin_remove_dir(k(1));
+    l.fresh(k(1));
+    l.upsert(k(1), 8, true, Some(PathBuf::from("d/1.bin")), 0);
+    l.finish_evict(k(1));
+    assert_eq!(l.usage(), 8);
+    assert_eq!(l.pin(k(1)), Ok(false), "an open of the new file is not refused as Gone");
 }
 
 // ---- reconcile support

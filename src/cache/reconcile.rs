@@ -458,7 +458,7 @@ pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration, stop: Arc<S
             r.stale_bytes,
             r.unreadable,
             core.ledger.lock().usage(),
-            core.policy.max_size,
+            core.policy().max_size,
         );
         if r.changed() {
             log::info!("{msg}");

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use globset::GlobSet;
 
-use crate::cache::ledger::{FileKey, Ledger};
+use crate::cache::ledger::{FileKey, Kind, Ledger};
 use crate::fs::{Core, key_of, sys};
 
 /// Names stat'ed per stripe-lock hold.
@@ -46,6 +46,7 @@ struct Found {
     size: u64,
     mtime: (i64, i64),
     block: bool,
+    kind: Kind,
     path: Option<PathBuf>,
 }
 
@@ -58,13 +59,9 @@ fn stat_chunk(dir: BorrowedFd<'_>, rel: &Path, names: &[Vec<u8>], matcher: &Glob
         let name = OsStr::from_bytes(n);
         let block = st.st_mode & libc::S_IFMT == libc::S_IFREG && matcher.is_match(Path::new(name));
         let path = block.then(|| rel.join(name));
-        out.push(Found {
-            key: key_of(&st),
-            size: sys::allocated(&st),
-            mtime: (st.st_mtime, st.st_mtime_nsec),
-            block,
-            path,
-        });
+        let (key, size, mtime, kind) =
+            (key_of(&st), sys::allocated(&st), (st.st_mtime, st.st_mtime_nsec), Kind::of_mode(st.st_mode));
+        out.push(Found { key, size, mtime, block, kind, path });
     }
     out
 }
@@ -128,6 +125,7 @@ fn walk(
 fn record(ledger: &mut Ledger, found: Vec<Found>, report: &mut ScanReport, order: &mut Vec<((i64, i64), FileKey)>) {
     for f in found {
         if ledger.index(f.key, f.size, f.block, f.path) {
+            ledger.set_kind(f.key, f.kind);
             report.objects += 1;
             report.bytes += f.size;
             report.blocks += u64::from(f.block);
@@ -150,7 +148,14 @@ pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanRepor
     let mut report = ScanReport::default();
     let mut order = Vec::new();
     if let Ok(st) = sys::fstat(root.as_fd()) {
-        let root_found = Found { key: key_of(&st), size: sys::allocated(&st), mtime: (0, 0), block: false, path: None };
+        let root_found = Found {
+            key: key_of(&st),
+            size: sys::allocated(&st),
+            mtime: (0, 0),
+            block: false,
+            kind: Kind::Dir,
+            path: None,
+        };
         record(ledger, vec![root_found], &mut report, &mut order);
     }
     let mut r = ScanReport::default();

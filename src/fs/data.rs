@@ -161,6 +161,7 @@ impl Core {
             let key = h.key;
             drop(h);
             self.ledger.lock().unpin(key);
+            self.released.notify_all();
             self.maybe_wake_evictor();
         }
     }

@@ -1,17 +1,14 @@
 //! Read-only metadata operations: getattr, readlink, statfs, access, and
-//! extended attributes (user.* passed through; the root also answers
-//! `user.boundfs.stats` with the live status as JSON).
+//! extended attributes (passed through; on the root, the `user.boundfs.*`
+//! names are the live status and control, see `control`).
 
 use std::ffi::OsStr;
 use std::os::fd::AsRawFd;
 
 use fuser::{Errno, FileAttr, INodeNo};
 
+use super::control::XATTR_PREFIX;
 use super::{Core, OpResult, attr, inode::ROOT_INO, sys};
-use crate::stats::Stats;
-
-/// Name of the status xattr on the mount's root.
-pub const STATS_XATTR: &str = "user.boundfs.stats";
 
 /// What STATFS answers: the budget as the filesystem's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,9 +88,10 @@ impl Core {
     /// GETXATTR: with `size` 0 the value's length, else the value (ERANGE if
     /// longer than `size`). Errors: ENODATA, the backing errno.
     pub fn getxattr(&self, ino: INodeNo, name: &OsStr, size: u32) -> OpResult<Xattr> {
-        if ino.0 == ROOT_INO && name == STATS_XATTR {
-            let json = self.stats_json().into_bytes();
-            return sized(json, size);
+        if ino.0 == ROOT_INO {
+            if let Some(v) = self.control_get(name) {
+                return sized(v, size);
+            }
         }
         let fd = self.inode(ino)?.fd().as_raw_fd();
         let mut buf = vec![0u8; size as usize];
@@ -109,61 +107,23 @@ impl Core {
         Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) })
     }
 
-    /// SETXATTR. Errors: EPERM for the reserved `user.boundfs.*` names on the
-    /// root, the backing errno.
-    pub fn setxattr(&self, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32) -> OpResult<()> {
-        if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(b"user.boundfs.") {
-            return Err(Errno::EPERM);
+    /// SETXATTR by `uid`. On the root, the reserved `user.boundfs.*` names are
+    /// control (see `Core::control_set`: EPERM, EINVAL). Errors otherwise: the
+    /// backing errno.
+    pub fn setxattr(&self, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, uid: u32) -> OpResult<()> {
+        if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
+            return self.control_set(name, value, uid);
         }
         sys::xattr::set(self.inode(ino)?.fd().as_raw_fd(), name, value, flags)
     }
 
-    /// REMOVEXATTR.
+    /// REMOVEXATTR. Errors: EPERM for the reserved `user.boundfs.*` names on
+    /// the root, the backing errno.
     pub fn removexattr(&self, ino: INodeNo, name: &OsStr) -> OpResult<()> {
+        if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
+            return Err(Errno::EPERM);
+        }
         sys::xattr::remove(self.inode(ino)?.fd().as_raw_fd(), name)
-    }
-
-    /// The live status as one line of JSON (bytes for sizes, counts otherwise).
-    pub fn stats_json(&self) -> String {
-        let (c, max) = {
-            let l = self.ledger.lock();
-            (l.counts(), l.max_size())
-        };
-        let s = &self.stats;
-        let index = self.index_report();
-        format!(
-            concat!(
-                "{{\"usage\":{},\"max_size\":{},\"high_watermark\":{},\"low_watermark\":{},",
-                "\"files\":{},\"block_files\":{},\"evictable\":{},\"open_handles\":{},",
-                "\"evictions\":{},\"evicted_bytes\":{},\"evict_skipped\":{},\"enospc\":{},",
-                "\"block_opens\":{},\"lookup_misses\":{},\"passthrough_opens\":{},\"stamps\":{},\"stamps_pending\":{},",
-                "\"indexing\":{},\"index_seconds\":{},\"uptime_seconds\":{},",
-                "\"reconciles\":{},\"reconcile_fixes\":{},\"stale_tmp_removed\":{}}}"
-            ),
-            c.usage,
-            max,
-            self.policy.high_watermark,
-            self.policy.low_watermark,
-            c.files,
-            c.block_files,
-            c.evictable,
-            c.open_handles,
-            Stats::get(&s.evictions),
-            Stats::get(&s.evicted_bytes),
-            Stats::get(&s.evict_skipped),
-            Stats::get(&s.enospc),
-            Stats::get(&s.block_opens),
-            Stats::get(&s.lookup_misses),
-            Stats::get(&s.passthrough_opens),
-            Stats::get(&s.stamps),
-            self.stamper.pending(),
-            index.is_none(),
-            index.map_or(0.0, |r| (r.seconds * 1000.0).round() / 1000.0),
-            self.now(),
-            Stats::get(&s.reconciles),
-            Stats::get(&s.reconcile_fixes),
-            Stats::get(&s.stale_tmp_removed),
-        )
     }
 }
 

@@ -13,6 +13,7 @@ pub mod dirlock;
 pub mod inode;
 pub mod sys;
 
+mod control;
 mod data;
 mod meta;
 mod namespace;
@@ -29,7 +30,7 @@ use fuser::{Errno, FileAttr, FileType, INodeNo};
 use globset::GlobSet;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::cache::ledger::{FileKey, Ledger, Refused};
+use crate::cache::ledger::{FileKey, Kind, Ledger, Refused};
 use crate::cache::policy::Policy;
 use crate::cache::scan::ScanReport;
 use crate::cache::stamp::Stamper;
@@ -38,11 +39,15 @@ use crate::stats::Stats;
 use dirlock::DirLocks;
 use inode::{Inode, InodeTable};
 
+pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
 pub use data::{DirStream, backing_flags, write_growth};
-pub use meta::{STATS_XATTR, StatFs, Xattr};
+pub use meta::{StatFs, Xattr};
 
 /// Result of a core operation: a value or the errno to answer.
 pub type OpResult<T> = Result<T, Errno>;
+
+/// How long a write that would fail with ENOSPC waits for RELEASEs in flight.
+pub const RELEASE_WAIT: Duration = Duration::from_millis(100);
 
 /// An open file handle: the backing fd and the object it belongs to.
 pub struct Handle {
@@ -69,8 +74,8 @@ pub struct Core {
     pub inodes: InodeTable,
     /// Usage, LRU, pins, reservations.
     pub ledger: Mutex<Ledger>,
-    /// Watermarks.
-    pub policy: Policy,
+    /// Budget and watermarks; `max_size` changes live (see [`Core::set_max_size`]).
+    policy: Mutex<Policy>,
     /// Namespace serialisation per backing directory.
     pub dirlocks: DirLocks,
     /// Selects block files by name.
@@ -85,6 +90,8 @@ pub struct Core {
     pub evict_wake: (Mutex<bool>, Condvar),
     /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
     pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
+    /// Signalled (with the ledger lock) when an open handle is released.
+    pub released: Condvar,
     /// The start-up index's report once it is complete (`None` while it runs).
     index: (Mutex<Option<ScanReport>>, Condvar),
     handles: RwLock<HashMap<u64, Arc<Handle>>>,
@@ -113,7 +120,7 @@ impl Core {
             root_path,
             inodes: InodeTable::new(root_fd, root_key),
             ledger: Mutex::new(ledger),
-            policy,
+            policy: Mutex::new(policy),
             dirlocks: DirLocks::default(),
             matcher,
             stats: Stats::default(),
@@ -121,6 +128,7 @@ impl Core {
             stamper: Stamper::default(),
             evict_wake: (Mutex::new(false), Condvar::new()),
             empty_dirs: Mutex::new(Vec::new()),
+            released: Condvar::new(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
             dirs: RwLock::new(HashMap::new()),
@@ -129,6 +137,11 @@ impl Core {
             stamp_secs: stamp_interval.as_secs().min(u32::MAX as u64) as u32,
             euid: unsafe { libc::geteuid() },
         }
+    }
+
+    /// The budget and watermarks now (a copy: `max_size` may change live).
+    pub fn policy(&self) -> Policy {
+        *self.policy.lock()
     }
 
     /// The BACKING root's `O_PATH` fd.
@@ -178,7 +191,7 @@ impl Core {
     /// Wakes the background evictor if usage is above the high watermark.
     pub fn maybe_wake_evictor(&self) {
         let committed = self.ledger.lock().committed();
-        if self.policy.should_wake(committed) {
+        if self.policy().should_wake(committed) {
             self.wake_evictor();
         }
     }
@@ -231,6 +244,7 @@ impl Core {
         if bytes == 0 {
             return Ok(Reservation { core: self, bytes: 0 });
         }
+        let mut waited = false;
         for _ in 0..16 {
             let (short, evictable) = {
                 let mut l = self.ledger.lock();
@@ -240,6 +254,14 @@ impl Core {
                 };
                 match r {
                     Ok(()) => return Ok(Reservation { core: self, bytes }),
+                    Err(Refused::Short(s)) if s > l.evictable_bytes() && wait && !waited && l.counts().open_handles > 0 => {
+                        // close(2) returns before the kernel's RELEASE reaches
+                        // us: a file just closed may still look open. Give
+                        // pending releases a moment before answering ENOSPC.
+                        waited = true;
+                        self.released.wait_for(&mut l, RELEASE_WAIT);
+                        continue;
+                    }
                     Err(Refused::Short(s)) => (s, l.evictable_bytes()),
                     Err(Refused::Indexing) => {
                         drop(l);
@@ -300,7 +322,11 @@ impl Core {
         if !known {
             let block = fmt == libc::S_IFREG && self.is_block_name(name);
             let path = self.rel_path(parent.fd(), name);
-            self.ledger.lock().upsert(key, sys::allocated(st), block, path, self.now());
+            {
+                let mut l = self.ledger.lock();
+                l.upsert(key, sys::allocated(st), block, path, self.now());
+                l.set_kind(key, Kind::of_mode(st.st_mode));
+            }
             self.maybe_wake_evictor();
         } else if touch {
             self.touch(key);

@@ -9,6 +9,7 @@ use std::path::Path;
 use fuser::{Errno, FileAttr, INodeNo};
 
 use super::{Caller, Core, Handle, OpResult, key_of, sys};
+use crate::cache::ledger::Kind;
 use crate::stats::Stats;
 
 /// Room reserved for the directory block a new entry may add (bytes).
@@ -27,7 +28,7 @@ impl Core {
         let fd = match sys::open_path(p.fd(), &c) {
             Ok(fd) => fd,
             Err(e) => {
-                if e == Errno::ENOENT {
+                if e == Errno::ENOENT && self.is_block_name(name) {
                     Stats::add(&self.stats.lookup_misses, 1);
                 }
                 return Err(e);
@@ -65,6 +66,9 @@ impl Core {
         }
         let st = sys::fstat(fd.as_fd())?;
         let key = key_of(&st);
+        if created {
+            self.ledger.lock().fresh(key);
+        }
         if self.ledger.lock().pin(key).is_err() {
             // Unreachable while we hold the directory stripe; answer as a miss.
             return Err(Errno::ENOENT);
@@ -88,6 +92,7 @@ impl Core {
         let fd = sys::open_path(p.fd(), &c)?;
         self.chown_new(fd.as_fd(), who);
         let st = sys::fstat(fd.as_fd())?;
+        self.ledger.lock().fresh(key_of(&st));
         self.refresh_dir(p);
         Ok(self.publish(p, name, fd, &st, false))
     }
@@ -230,6 +235,7 @@ impl Core {
                 }
             }
             l.upsert(key, sys::allocated(st), block, to.map(Path::to_path_buf), self.now());
+            l.set_kind(key, Kind::of_mode(st.st_mode));
         }
         self.touch(key);
     }

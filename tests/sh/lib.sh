@@ -169,9 +169,11 @@ bfs_mount() {
     bfs_start "${args[@]}"
 }
 
-# bfs_start ARGS...: start the daemon with exactly these args, wait for mount.
+# bfs_start ARGS...: start the daemon with these args in the foreground (-f
+# is added when missing), in the background of this shell; wait for mount.
 bfs_start() {
     [ -z "$BFS_DPID" ] || fail "bfs_start: a daemon is already running ($BFS_DPID)"
+    case " $* " in *" -f "*) ;; *) set -- -f "$@" ;; esac
     BFS_MOUNTS=$((BFS_MOUNTS + 1))
     BFS_LOG="$BFS_TMP/daemon.$BFS_MOUNTS.log"
     BFS_MOUNT_OPTS="$*"

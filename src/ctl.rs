@@ -1,0 +1,170 @@
+//! `boundfs status MOUNTPOINT [--json]` and `boundfs set MOUNTPOINT
+//! max_size=SIZE`: talk to a running mount through the extended attributes
+//! of its root (see `fs::control`), so they work wherever the mount is
+//! visible, with no socket and no daemon pid.
+
+use std::ffi::{CString, OsString};
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+
+use crate::config;
+use crate::fs::{MAX_SIZE_XATTR, STATS_XATTR};
+use crate::status::{Status, bytes};
+
+/// `boundfs status`.
+#[derive(Parser, Debug)]
+#[command(name = "boundfs status", about = "Show the live status of a boundfs mount")]
+pub struct StatusArgs {
+    /// The mountpoint.
+    pub mountpoint: PathBuf,
+    /// Print the status as one line of JSON (fields: see README, "Live status").
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `boundfs set`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "boundfs set",
+    about = "Change a running boundfs mount's budget",
+    after_help = "Example: boundfs set /mnt/kv max_size=32G"
+)]
+pub struct SetArgs {
+    /// The mountpoint.
+    pub mountpoint: PathBuf,
+    /// key=value; only max_size can change live.
+    #[arg(required = true, value_name = "KEY=VALUE")]
+    pub settings: Vec<String>,
+}
+
+/// A failed command: the exit code (1 runtime, 2 bad input) and one line.
+#[derive(Debug)]
+pub struct CtlError {
+    /// Exit code.
+    pub code: i32,
+    /// What went wrong and what to do.
+    pub msg: String,
+}
+
+fn fail<T>(code: i32, msg: impl Into<String>) -> Result<T, CtlError> {
+    Err(CtlError { code, msg: msg.into() })
+}
+
+/// Whether argv names a subcommand (`boundfs status …`, `boundfs set …`).
+/// A backing directory called `status` or `set` is given as `./status`.
+pub fn subcommand(argv: &[OsString]) -> Option<&str> {
+    argv.get(1).and_then(|a| a.to_str()).filter(|a| matches!(*a, "status" | "set"))
+}
+
+/// Reads and parses the status of the mount at `mnt`. Errors (exit 1): not
+/// a boundfs mount, the daemon is gone (ENOTCONN), unreadable.
+pub fn read_status(mnt: &Path) -> Result<Status, CtlError> {
+    let raw = getxattr(mnt, STATS_XATTR)?;
+    serde_json::from_slice(&raw).or_else(|e| {
+        fail(1, format!("{}: the status of this mount is not JSON boundfs understands ({e})", mnt.display()))
+    })
+}
+
+/// `boundfs status`: the table (or JSON) on stdout.
+pub fn status(args: &StatusArgs) -> Result<(), CtlError> {
+    if args.json {
+        let raw = getxattr(&args.mountpoint, STATS_XATTR)?;
+        println!("{}", String::from_utf8_lossy(&raw).trim_end());
+        return Ok(());
+    }
+    let s = read_status(&args.mountpoint)?;
+    print!("{}", s.table(&args.mountpoint.display().to_string()));
+    Ok(())
+}
+
+/// `boundfs set`: validates every setting, then applies them and prints the
+/// change. Errors: exit 2 for an unknown key or bad value, 1 when the mount
+/// refuses (EPERM: not root nor the mount's owner).
+pub fn set(args: &SetArgs) -> Result<(), CtlError> {
+    let mut new_max = None;
+    for kv in &args.settings {
+        match kv.split_once('=') {
+            Some(("max_size", v)) => {
+                let n = config::parse_size("max_size", v).or_else(|e| fail(2, e.0))?;
+                new_max = Some((v.trim().to_string(), n));
+            }
+            Some((k, _)) => {
+                return fail(2, format!("'{k}' cannot be changed live; only max_size can (e.g. max_size=32G)"));
+            }
+            None => return fail(2, format!("'{kv}' is not key=value; e.g. max_size=32G")),
+        }
+    }
+    let Some((text, n)) = new_max else { return Ok(()) };
+    let before = read_status(&args.mountpoint)?;
+    setxattr(&args.mountpoint, MAX_SIZE_XATTR, text.as_bytes())?;
+    let s = read_status(&args.mountpoint)?;
+    let mut line = format!(
+        "{}: max_size {} -> {} (high watermark {}, low {}); usage {}",
+        args.mountpoint.display(),
+        bytes(before.max_size),
+        bytes(n),
+        bytes(s.high_watermark_bytes),
+        bytes(s.low_watermark_bytes),
+        bytes(s.usage)
+    );
+    if s.usage > s.high_watermark_bytes {
+        line.push_str(": evicting down to the low watermark now");
+    }
+    println!("{line}");
+    Ok(())
+}
+
+fn cpath(p: &Path) -> Result<CString, CtlError> {
+    CString::new(p.as_os_str().as_encoded_bytes()).or_else(|_| fail(2, "path contains a NUL byte"))
+}
+
+/// One line for an errno from the mount's root.
+fn explain(mnt: &Path, e: std::io::Error, writing: bool) -> CtlError {
+    let m = mnt.display();
+    let msg = match e.raw_os_error() {
+        Some(libc::ENODATA) | Some(libc::EOPNOTSUPP) => {
+            format!("{m} is not a boundfs mount (no {STATS_XATTR}); give the mountpoint itself, see /proc/mounts")
+        }
+        Some(libc::ENOTCONN) => format!(
+            "{m}: transport endpoint is not connected (the daemon died); detach with `umount -l {m}` and mount again"
+        ),
+        Some(libc::ENOENT) => format!("{m} does not exist"),
+        Some(libc::EPERM) | Some(libc::EACCES) if writing => {
+            format!("{m}: not permitted; only root or the user who mounted it may change it")
+        }
+        Some(libc::EINVAL) => format!("{m}: the daemon refused the value (see its log)"),
+        _ => format!("{m}: {e}"),
+    };
+    CtlError { code: 1, msg }
+}
+
+fn getxattr(mnt: &Path, name: &str) -> Result<Vec<u8>, CtlError> {
+    let (p, n) = (cpath(mnt)?, CString::new(name).unwrap_or_default());
+    // The value can grow between the size query and the read: retry on ERANGE.
+    for _ in 0..8 {
+        let len = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), std::ptr::null_mut(), 0) };
+        if len < 0 {
+            return Err(explain(mnt, std::io::Error::last_os_error(), false));
+        }
+        let mut buf = vec![0u8; len as usize + 256];
+        let got = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if got >= 0 {
+            buf.truncate(got as usize);
+            return Ok(buf);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ERANGE) {
+            return Err(explain(mnt, e, false));
+        }
+    }
+    fail(1, format!("{}: the status kept changing size; try again", mnt.display()))
+}
+
+fn setxattr(mnt: &Path, name: &str, value: &[u8]) -> Result<(), CtlError> {
+    let (p, n) = (cpath(mnt)?, CString::new(name).unwrap_or_default());
+    if unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) } != 0 {
+        return Err(explain(mnt, std::io::Error::last_os_error(), true));
+    }
+    Ok(())
+}

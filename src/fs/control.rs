@@ -1,0 +1,138 @@
+//! Live status and control through extended attributes of the mountpoint's
+//! root, so no socket is needed:
+//!
+//! - `user.boundfs.stats` (read): the [`Status`] as one line of JSON;
+//! - `user.boundfs.max_size` (read, write): the budget in bytes; writing a
+//!   size (`32G`, `34359738368`) changes it live. The watermarks keep their
+//!   fractions; when usage is now above the high watermark the evictor is
+//!   woken at once. Only root and the user the daemon runs as may write it.
+//!
+//! These names exist on the root only and are not listed by listxattr there:
+//! tools that copy xattrs (`cp -a`, `rsync -X`, `tar --xattrs`) must not
+//! carry a budget from one mount to another.
+
+use std::ffi::OsStr;
+
+use fuser::Errno;
+
+use super::{Core, OpResult};
+use crate::config;
+use crate::stats::Stats;
+use crate::status::Status;
+
+/// Name of the status xattr on the mount's root.
+pub const STATS_XATTR: &str = "user.boundfs.stats";
+/// Name of the budget xattr on the mount's root.
+pub const MAX_SIZE_XATTR: &str = "user.boundfs.max_size";
+/// Prefix reserved for boundfs on the mount's root.
+pub const XATTR_PREFIX: &str = "user.boundfs.";
+
+impl Core {
+    /// A snapshot of the live status.
+    pub fn status(&self) -> Status {
+        let (c, evictable_bytes) = {
+            let l = self.ledger.lock();
+            (l.counts(), l.evictable_bytes())
+        };
+        let p = self.policy();
+        let s = &self.stats;
+        let index = self.index_report();
+        Status {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            backing: self.root_path.display().to_string(),
+            usage: c.usage,
+            max_size: p.max_size,
+            high_watermark: p.high_watermark,
+            low_watermark: p.low_watermark,
+            high_watermark_bytes: p.high_bytes(),
+            low_watermark_bytes: p.low_bytes(),
+            reserved: c.reserved,
+            files: c.files,
+            dirs: c.dirs,
+            others: c.others,
+            block_files: c.block_files,
+            evictable: c.evictable,
+            evictable_bytes,
+            open_handles: c.open_handles,
+            evictions: Stats::get(&s.evictions),
+            evicted_bytes: Stats::get(&s.evicted_bytes),
+            evict_skipped: Stats::get(&s.evict_skipped),
+            evict_skipped_open: Stats::get(&s.evict_skipped_open),
+            eviction_sweeps: Stats::get(&s.eviction_sweeps),
+            eviction_sweep_seconds: Stats::get(&s.eviction_sweep_micros) as f64 / 1e6,
+            enospc: Stats::get(&s.enospc),
+            block_opens: Stats::get(&s.block_opens),
+            lookup_misses: Stats::get(&s.lookup_misses),
+            passthrough_opens: Stats::get(&s.passthrough_opens),
+            stamps: Stats::get(&s.stamps),
+            stamps_pending: self.stamper.pending() as u64,
+            indexing: index.is_none(),
+            index_seconds: index.map_or(0.0, |r| (r.seconds * 1000.0).round() / 1000.0),
+            uptime_seconds: self.start.elapsed().as_secs(),
+            reconciles: Stats::get(&s.reconciles),
+            reconcile_fixes: Stats::get(&s.reconcile_fixes),
+            stale_tmp_removed: Stats::get(&s.stale_tmp_removed),
+        }
+    }
+
+    /// The live status as one line of JSON (see [`Status`] for the fields).
+    pub fn stats_json(&self) -> String {
+        // Serializing plain numbers and strings cannot fail.
+        serde_json::to_string(&self.status()).unwrap_or_default()
+    }
+
+    /// Changes the budget to `max_size` bytes (> 0) live. The watermarks keep
+    /// their fractions; the evictor is woken so usage above the new high
+    /// watermark falls to the new low watermark at once, and writes that would
+    /// pass the new budget evict inline or fail with ENOSPC from now on.
+    /// Returns the previous budget.
+    pub fn set_max_size(&self, max_size: u64) -> u64 {
+        let old = std::mem::replace(&mut self.policy.lock().max_size, max_size);
+        self.ledger.lock().set_max_size(max_size);
+        let p = self.policy();
+        log::info!(
+            "max_size changed from {old} to {max_size} bytes (high watermark now {} bytes, low {} bytes)",
+            p.high_bytes(),
+            p.low_bytes()
+        );
+        self.wake_evictor();
+        old
+    }
+
+    /// GETXATTR of a control name on the root: the value, or None when `name`
+    /// is not one (the caller passes it through to BACKING).
+    pub(super) fn control_get(&self, name: &OsStr) -> Option<Vec<u8>> {
+        if name == STATS_XATTR {
+            Some(self.stats_json().into_bytes())
+        } else if name == MAX_SIZE_XATTR {
+            Some(self.policy().max_size.to_string().into_bytes())
+        } else {
+            None
+        }
+    }
+
+    /// SETXATTR of a `user.boundfs.*` name on the root by `uid`. Errors: EPERM
+    /// for a user other than root and the daemon's own, and for names other
+    /// than `user.boundfs.max_size`; EINVAL for a value that is not a size.
+    pub(super) fn control_set(&self, name: &OsStr, value: &[u8], uid: u32) -> OpResult<()> {
+        if name != MAX_SIZE_XATTR {
+            return Err(Errno::EPERM);
+        }
+        if uid != 0 && uid != self.euid {
+            crate::warn_limited!("uid {uid} may not change max_size (only root and uid {} may)", self.euid);
+            return Err(Errno::EPERM);
+        }
+        let text = String::from_utf8_lossy(value);
+        let text = text.trim_matches(|c: char| c.is_whitespace() || c == '\0');
+        match config::parse_size("max_size", text) {
+            Ok(n) => {
+                self.set_max_size(n);
+                Ok(())
+            }
+            Err(e) => {
+                log::warn!("refused a new max_size from uid {uid}: {e}");
+                Err(Errno::EINVAL)
+            }
+        }
+    }
+}

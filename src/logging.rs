@@ -1,0 +1,94 @@
+//! Log setup: env_logger (`RUST_LOG`, default `info`) to stderr, or, for a
+//! daemon detached from a terminal, to syslog (`/dev/log`, which journald
+//! serves: `journalctl -t boundfs`).
+
+use std::io::Write;
+use std::os::unix::net::UnixDatagram;
+
+use env_logger::{Builder, Env, Target};
+
+/// The default filter: our info lines, fuser's errors only.
+pub const DEFAULT_FILTER: &str = "info,fuser=error";
+
+/// Where log lines go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sink {
+    /// stderr (foreground, or a daemon whose stderr is a file or journal stream).
+    Stderr,
+    /// syslog via `/dev/log`; if that socket is absent, nowhere.
+    Syslog,
+}
+
+/// Installs the logger. Call once, before any thread starts.
+pub fn init(sink: Sink) {
+    let mut b = Builder::from_env(Env::default().default_filter_or(DEFAULT_FILTER));
+    if sink == Sink::Syslog {
+        let pid = std::process::id();
+        b.format(move |buf, r| {
+            // facility daemon (3); severities: err 3, warning 4, info 6, debug 7
+            let sev = match r.level() {
+                log::Level::Error => 3,
+                log::Level::Warn => 4,
+                log::Level::Info => 6,
+                _ => 7,
+            };
+            writeln!(buf, "<{}>boundfs[{pid}]: {}", 3 * 8 + sev, r.args())
+        });
+        b.target(Target::Pipe(Box::new(SyslogWriter::connect(std::path::Path::new("/dev/log")))));
+    }
+    let _ = b.try_init();
+}
+
+/// Sends each line written to it as one datagram to `/dev/log`.
+struct SyslogWriter {
+    sock: Option<UnixDatagram>,
+    line: Vec<u8>,
+}
+
+impl SyslogWriter {
+    fn connect(path: &std::path::Path) -> Self {
+        let sock = UnixDatagram::unbound().and_then(|s| s.connect(path).map(|()| s)).ok();
+        SyslogWriter { sock, line: Vec::new() }
+    }
+}
+
+impl Write for SyslogWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.line.extend_from_slice(data);
+        while let Some(i) = self.line.iter().position(|&c| c == b'\n') {
+            let rest = self.line.split_off(i + 1);
+            if let Some(s) = &self.sock {
+                let _ = s.send(&self.line[..i]);
+            }
+            self.line = rest;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_datagram_per_line() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("log");
+        let rx = UnixDatagram::bind(&path).unwrap();
+        let mut w = SyslogWriter::connect(&path);
+        w.write_all(b"<30>boundfs[1]: one\n<30>boundfs[1]: tw").unwrap();
+        w.write_all(b"o\n").unwrap();
+        let mut buf = [0u8; 64];
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"<30>boundfs[1]: one");
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"<30>boundfs[1]: two");
+        // no socket: lines are dropped, writing never fails
+        let mut w = SyslogWriter::connect(&d.path().join("absent"));
+        assert!(w.write_all(b"x\n").is_ok());
+    }
+}

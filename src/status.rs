@@ -1,0 +1,257 @@
+//! The live status of a mount: what the `user.boundfs.stats` xattr of the
+//! mountpoint's root answers (one line of JSON), what `boundfs status` prints
+//! as a table, and what the metrics file exports.
+
+use serde::{Deserialize, Serialize};
+
+/// One snapshot of a mount. Sizes are bytes, times seconds; counters
+/// (`evictions` … `stamps`) count since the mount started. Fields missing from
+/// an older daemon's JSON read as 0.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(default)]
+pub struct Status {
+    /// Version of the daemon serving the mount.
+    pub version: String,
+    /// The backing directory (canonical path).
+    pub backing: String,
+    /// Bytes the backing tree occupies, as `du -s --block-size=1 BACKING` counts them.
+    pub usage: u64,
+    /// The budget (`max_size`), bytes.
+    pub max_size: u64,
+    /// Fraction of `max_size` above which background eviction starts.
+    pub high_watermark: f64,
+    /// Fraction of `max_size` background eviction brings usage down to.
+    pub low_watermark: f64,
+    /// `high_watermark × max_size`, bytes.
+    pub high_watermark_bytes: u64,
+    /// `low_watermark × max_size`, bytes.
+    pub low_watermark_bytes: u64,
+    /// Bytes reserved by writes in flight (usage + reserved never passes max_size).
+    pub reserved: u64,
+    /// Regular files in the backing tree.
+    pub files: u64,
+    /// Directories in the backing tree, BACKING itself included.
+    pub dirs: u64,
+    /// Symlinks, fifos, sockets and device nodes.
+    pub others: u64,
+    /// Regular files whose name matches `pattern`.
+    pub block_files: u64,
+    /// Block files eviction could remove now (no open handle).
+    pub evictable: u64,
+    /// Bytes of the evictable block files.
+    pub evictable_bytes: u64,
+    /// Open file handles through the mount.
+    pub open_handles: u64,
+    /// Block files evicted.
+    pub evictions: u64,
+    /// Bytes freed by eviction.
+    pub evicted_bytes: u64,
+    /// Eviction candidates skipped, all reasons (`evict_skipped_open` included).
+    pub evict_skipped: u64,
+    /// Eviction candidates skipped because a client opened them meanwhile.
+    pub evict_skipped_open: u64,
+    /// Background eviction sweeps.
+    pub eviction_sweeps: u64,
+    /// Time spent in background eviction sweeps, seconds.
+    pub eviction_sweep_seconds: f64,
+    /// Requests answered ENOSPC because nothing evictable could make room.
+    pub enospc: u64,
+    /// Opens of block files (cache hits).
+    pub block_opens: u64,
+    /// Lookups of block-file names that found nothing (cache misses).
+    pub lookup_misses: u64,
+    /// Opens answered with kernel passthrough (reads bypass the daemon).
+    pub passthrough_opens: u64,
+    /// mtime stamps written (recency persistence).
+    pub stamps: u64,
+    /// mtime stamps queued, not yet written.
+    pub stamps_pending: u64,
+    /// The start-up index of BACKING is still being built (usage is an
+    /// upper bound until it completes).
+    pub indexing: bool,
+    /// How long the start-up index took, seconds (0 while it runs).
+    pub index_seconds: f64,
+    /// Seconds since the mount started.
+    pub uptime_seconds: u64,
+    /// Reconcile passes over BACKING (`reconcile_interval`).
+    pub reconciles: u64,
+    /// Index entries reconcile passes corrected (adopted, dropped, resized, renamed).
+    pub reconcile_fixes: u64,
+    /// Stale engine temporaries removed (`stale_tmp`).
+    pub stale_tmp_removed: u64,
+}
+
+impl Status {
+    /// `block_opens / (block_opens + lookup_misses)`, None before any of either.
+    pub fn hit_ratio(&self) -> Option<f64> {
+        let all = self.block_opens + self.lookup_misses;
+        (all > 0).then(|| self.block_opens as f64 / all as f64)
+    }
+
+    /// The human table of `boundfs status`, for the mount at `mountpoint`.
+    pub fn table(&self, mountpoint: &str) -> String {
+        let pct = |n: u64| if self.max_size == 0 { 0.0 } else { n as f64 * 100.0 / self.max_size as f64 };
+        let rows = [
+            ("mount", format!("{} on {} (boundfs {})", self.backing, mountpoint, self.version)),
+            (
+                "usage",
+                format!(
+                    "{} of {}  {}  {:.1}%",
+                    bytes(self.usage),
+                    bytes(self.max_size),
+                    bar(self.usage, self.max_size, 30),
+                    pct(self.usage)
+                ),
+            ),
+            (
+                "watermarks",
+                format!(
+                    "high {} ({:.0}%), low {} ({:.0}%)",
+                    bytes(self.high_watermark_bytes),
+                    self.high_watermark * 100.0,
+                    bytes(self.low_watermark_bytes),
+                    self.low_watermark * 100.0
+                ),
+            ),
+            (
+                "files",
+                format!("{} regular, {} dirs, {} other", count(self.files), count(self.dirs), count(self.others)),
+            ),
+            (
+                "block files",
+                format!(
+                    "{}, {} evictable ({})",
+                    count(self.block_files),
+                    count(self.evictable),
+                    bytes(self.evictable_bytes)
+                ),
+            ),
+            ("open handles", count(self.open_handles)),
+            (
+                "evictions",
+                format!(
+                    "{} files, {} in {} sweeps ({:.1}s); skipped {} ({} opened meanwhile)",
+                    count(self.evictions),
+                    bytes(self.evicted_bytes),
+                    count(self.eviction_sweeps),
+                    self.eviction_sweep_seconds,
+                    count(self.evict_skipped),
+                    count(self.evict_skipped_open)
+                ),
+            ),
+            ("ENOSPC", format!("{} answers", count(self.enospc))),
+            (
+                "block hits",
+                format!(
+                    "{} opens, {} lookups missed, hit ratio {}",
+                    count(self.block_opens),
+                    count(self.lookup_misses),
+                    self.hit_ratio().map_or("-".to_string(), |r| format!("{:.1}%", r * 100.0))
+                ),
+            ),
+            ("passthrough", format!("{} opens", count(self.passthrough_opens))),
+            ("stamps", format!("{} written, {} pending", count(self.stamps), count(self.stamps_pending))),
+            (
+                "index",
+                if self.indexing {
+                    "building (usage counts what is indexed so far)".to_string()
+                } else {
+                    format!("complete in {:.2}s", self.index_seconds)
+                },
+            ),
+            (
+                "reconcile",
+                format!(
+                    "{} passes, {} entries corrected, {} stale temporaries removed",
+                    count(self.reconciles),
+                    count(self.reconcile_fixes),
+                    count(self.stale_tmp_removed)
+                ),
+            ),
+            ("uptime", duration(self.uptime_seconds)),
+        ];
+        let mut out = String::new();
+        for (k, v) in rows {
+            out.push_str(&format!("{k:<13}{v}\n"));
+        }
+        out
+    }
+}
+
+/// `n` bytes with a binary unit: `512 B`, `1.5 KiB`, `24.0 GiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+/// `n` with thousands separators: `1,234,567`.
+pub fn count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `[#####-----]`: `part` of `whole` in `width` cells (full when part ≥ whole).
+pub fn bar(part: u64, whole: u64, width: usize) -> String {
+    let filled = if whole == 0 { 0 } else { ((part as f64 / whole as f64) * width as f64).round() as usize };
+    let filled = filled.min(width);
+    format!("[{}{}]", "#".repeat(filled), "-".repeat(width - filled))
+}
+
+/// Seconds as `3d 4h 5m 6s` (leading zero units left out).
+pub fn duration(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    let mut out = String::new();
+    for (n, unit) in [(d, "d"), (h, "h"), (m, "m")] {
+        if n > 0 || !out.is_empty() {
+            out.push_str(&format!("{n}{unit} "));
+        }
+    }
+    out.push_str(&format!("{s}s"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(24 << 30), "24.0 GiB");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(count(0), "0");
+        assert_eq!(count(1234567), "1,234,567");
+        assert_eq!(count(123), "123");
+        assert_eq!(bar(1, 2, 10), "[#####-----]");
+        assert_eq!(bar(3, 2, 4), "[####]");
+        assert_eq!(bar(0, 0, 2), "[--]");
+        assert_eq!(duration(59), "59s");
+        assert_eq!(duration(3600 + 5), "1h 0m 5s");
+        assert_eq!(duration(2 * 86400 + 61), "2d 0h 1m 1s");
+    }
+
+    #[test]
+    fn json_round_trip_and_old_daemons() {
+        let s = Status { usage: 5, max_size: 10, block_opens: 3, lookup_misses: 1, ..Default::default() };
+        let j = serde_json::to_string(&s).unwrap();
+        assert!(!j.contains('\n'));
+        assert_eq!(serde_json::from_str::<Status>(&j).unwrap(), s);
+        let old: Status = serde_json::from_str(r#"{"usage":7,"max_size":9}"#).unwrap();
+        assert_eq!((old.usage, old.max_size, old.dirs), (7, 9, 0));
+        assert_eq!(s.hit_ratio(), Some(0.75));
+        assert!(s.table("/mnt/kv").contains("hit ratio 75.0%"));
+    }
+}

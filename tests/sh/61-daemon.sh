@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Daemon lifecycle: without -f, `boundfs BACKING MNT -o ...` returns once the
+# mount is live (exit 0) and the daemon serves on; a mount that fails is a
+# non-zero exit with the reason on stderr and no daemon left. SIGUSR1 logs
+# the status; SIGTERM unmounts and exits 0 (pending mtime stamps written);
+# a busy mount is detached lazily (logged) and served until its last close;
+# a second SIGTERM exits at once. Under NOTIFY_SOCKET (systemd Type=notify)
+# boundfs stays in the foreground and sends READY=1 once the mount is live,
+# STOPPING=1 on shutdown.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-daemon.sh"
+
+# ---- returns only once the mount is live. Forced: the daemon's mountpoint
+# is a directory inside another boundfs mount (the "outer" one, in the
+# foreground), and a mkdir in that directory holds its inode lock, which
+# mount(2) needs, while the outer daemon is stopped. The command must still
+# be running while its daemon is blocked in mount(2), and once the outer
+# daemon goes on, return with the mount live.
+case $(uname -m) in
+    x86_64) SYS_MOUNT=165 ;;
+    aarch64) SYS_MOUNT=40 ;;
+    *) skip "mount(2)'s syscall number on $(uname -m) is not known here" ;;
+esac
+bfs_mount max_size=64M
+OUTER=$BFS_DPID
+INNER="$MNT/inner"; IB="$BFS_TMP/inner-backing"
+mkdir "$INNER" "$IB" || fail "mkdir"
+mkblock_old "$IB/old/a.bin" 4096 5
+stat "$MNT" "$INNER" >/dev/null   # cached for attr_timeout: no request to the outer daemon
+kill -STOP "$OUTER"
+mkdir "$INNER/x" &
+holder=$!
+bfs_bg "$holder"
+# (mkdir takes the directory's lock, then asks the daemon about the name)
+waiting() { [ "$(cat "/proc/$holder/wchan" 2>/dev/null)" = request_wait_answer ]; }
+poll_until 10 "mkdir waiting on the stopped daemon, holding $INNER's lock" waiting
+bfs_start_reaped "$BOUNDFS" "$IB" "$INNER" -o max_size=64M
+in_mount() {
+    local p
+    for p in $(bfs_descendants "$BFS_CMD"); do
+        [ "$(cut -d' ' -f1 "/proc/$p/syscall" 2>/dev/null)" = "$SYS_MOUNT" ] && return 0
+    done
+    return 1
+}
+blocked_or_returned() { in_mount || bfs_process_done "$BFS_CMD"; }
+poll_until 10 "the daemon blocked in mount(2)" blocked_or_returned
+! bfs_process_done "$BFS_CMD" || fail "the command returned while its daemon's mount(2) was still held up"
+kill -CONT "$OUTER"
+bfs_wait_cmd 30
+bfs_is_mounted "$INNER" fuse.boundfs || fail "not mounted right after boundfs returned (rc $BFS_CMD_RC)"
+assert_eq 0 "$BFS_CMD_RC" "daemon-mode exit status"
+[ -n "$BFS_DAEMON" ] || fail "no daemon left serving the mount"
+wait "$holder" || fail "mkdir in the outer mount"
+log "daemon mode: waited while its daemon was blocked in mount(2), returned with the mount live"
+MNT=$INNER; BACKING=$IB
+
+# ---- SIGUSR1 logs the status once
+kill -USR1 "$BFS_DAEMON"
+poll_until 5 "status line in the log after SIGUSR1" grep -q 'status {"version"' "$BFS_LOG"
+
+# ---- SIGTERM: pending stamps written, unmounted, exit 0
+before=$(stat -c %Y "$BACKING/old/a.bin")
+cat "$MNT/old/a.bin" >/dev/null || fail "read a.bin"
+kill -TERM "$BFS_DAEMON"
+bfs_expect_daemon_exit 0 "after SIGTERM"
+after=$(stat -c %Y "$BACKING/old/a.bin")
+assert_ge "$after" $(( $(date +%s) - 60 )) "a.bin's mtime stamp (was $before) written by shutdown"
+grep -q "signal 15: unmounting" "$BFS_LOG" || fail "no log line for SIGTERM"
+log "SIGTERM: unmounted, exit 0, stamp written"
+MNT="$BFS_TMP/mnt"; BACKING="$BFS_TMP/backing"
+bfs_unmount
+
+# ---- busy mount: lazy detach with a log line, served until the last close
+echo data >"$BACKING/f.bin"
+bfs_run_reaped "$BOUNDFS" "$BACKING" "$MNT" -o max_size=64M
+assert_eq 0 "$BFS_CMD_RC" "daemon-mode exit status"
+exec {held}<"$MNT/f.bin"
+kill -TERM "$BFS_DAEMON"
+poll_until 5 "lazy-detach log line" grep -q "detaching lazily" "$BFS_LOG"
+! bfs_is_mounted "$MNT" || fail "still attached after SIGTERM on a busy mount"
+kill -0 "$BFS_DAEMON" 2>/dev/null || fail "daemon exited while a file was still open"
+assert_eq data "$(cat <&$held)" "read from a file held open across the lazy detach"
+exec {held}<&-
+bfs_expect_daemon_exit 0 "after the last close of a lazily detached mount"
+log "busy mount: detached lazily, served until the last close, exit 0"
+
+# ---- second signal exits at once
+bfs_run_reaped "$BOUNDFS" "$BACKING" "$MNT" -o max_size=64M
+exec {held}<"$MNT/f.bin"
+kill -TERM "$BFS_DAEMON"
+poll_until 5 "lazy-detach log line" grep -q "detaching lazily" "$BFS_LOG"
+kill -TERM "$BFS_DAEMON"
+bfs_daemon_exit 10
+assert_eq 1 "$BFS_DAEMON_RC" "exit status after a second SIGTERM"
+grep -q "second signal" "$BFS_LOG" || fail "no log line for the second signal"
+exec {held}<&-
+log "second SIGTERM: exit 1 at once"
+
+# ---- a mount that fails: reason on stderr, non-zero, no daemon left
+command -v setpriv >/dev/null || skip "setpriv(1) is absent (the rest passed)"
+chmod 755 "$BFS_TMP"
+ub="$BFS_TMP/userbacking"; mkdir "$ub"; chmod 777 "$ub"
+bfs_run_reaped setpriv --reuid=65534 --regid=65534 --clear-groups "$BOUNDFS" "$ub" "$MNT" -o max_size=64M
+assert_ne 0 "$BFS_CMD_RC" "exit status of a refused mount"
+[ -z "$BFS_DAEMON" ] || fail "a daemon ($BFS_DAEMON) was left after a failed mount"
+grep -q "boundfs: error: mount at $MNT failed" "$BFS_LOG" || fail "no reason on stderr: $(cat "$BFS_LOG")"
+! bfs_is_mounted "$MNT" || fail "mounted although the command failed"
+bfs_daemon_exit 1
+log "refused mount: $(grep 'boundfs: error' "$BFS_LOG" | head -n 1)"
+
+# ---- NOTIFY_SOCKET: foreground, READY=1 once live, STOPPING=1 on shutdown
+sock="@boundfs-test-$$-$RANDOM"
+fifo="$BFS_TMP/notify.fifo"; mkfifo "$fifo"
+$PY "$BFS_HELPERS/notify_listen.py" "$sock" >"$fifo" &
+bfs_bg $!
+exec {nfd}<"$fifo"
+read -r -t 10 -u "$nfd" line || fail "notify listener did not start"
+BFS_LOG="$BFS_TMP/notify.log"
+NOTIFY_SOCKET=$sock "$BOUNDFS" "$BACKING" "$MNT" -o max_size=64M 2>"$BFS_LOG" &
+BFS_DPID=$!
+read -r -t 20 -u "$nfd" line || fail "no notification from the daemon"
+case " $line " in *" READY=1 "*) ;; *) fail "first notification is '$line', expected READY=1" ;; esac
+bfs_is_mounted "$MNT" fuse.boundfs || fail "READY=1 sent before the mount was live"
+kill -0 "$BFS_DPID" 2>/dev/null || fail "under NOTIFY_SOCKET boundfs must stay in the foreground"
+kill -TERM "$BFS_DPID"
+read -r -t 20 -u "$nfd" line || fail "no STOPPING=1 notification"
+assert_eq STOPPING=1 "$line" "notification at shutdown"
+bfs_expect_exit 0 "after SIGTERM (NOTIFY_SOCKET)"
+log "NOTIFY_SOCKET: READY=1 once live, STOPPING=1, exit 0"
+bfs_done

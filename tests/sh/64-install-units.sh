@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Packaging: scripts/install.sh installs the binary, the mount(8) helper
+# symlink, the service template and the docs; a second run changes nothing;
+# --uninstall removes all of it (staged under DESTDIR: the host is not
+# touched). The shipped systemd units pass `systemd-analyze verify` (when
+# available) with no complaint.
+. "$(dirname "$0")/lib.sh"
+
+# ---- install.sh, staged
+ROOT="$BFS_TMP/root"
+snapshot() { (cd "$ROOT" && find . -printf '%p %y %m %l\n' | sort && find . -type f -exec md5sum {} + | sort); }
+DESTDIR=$ROOT "$BFS_REPO/scripts/install.sh" --no-build >/dev/null || fail "install.sh failed"
+for f in usr/local/bin/boundfs usr/local/lib/systemd/system/boundfs@.service usr/local/share/doc/boundfs/mnt-kv.mount \
+    usr/local/share/doc/boundfs/boundfs.conf.example usr/local/share/doc/boundfs/README.md; do
+    [ -f "$ROOT/$f" ] || fail "install.sh did not install /$f"
+done
+assert_eq /usr/local/bin/boundfs "$(readlink "$ROOT/sbin/mount.fuse.boundfs")" "mount helper symlink"
+cmp -s "$BOUNDFS" "$ROOT/usr/local/bin/boundfs" || fail "installed binary differs from the build"
+grep -q '^ExecStart=/usr/local/bin/boundfs -f ' "$ROOT/usr/local/lib/systemd/system/boundfs@.service" ||
+    fail "service ExecStart does not name the installed binary"
+first=$(snapshot)
+DESTDIR=$ROOT "$BFS_REPO/scripts/install.sh" --no-build >/dev/null || fail "second install.sh failed"
+assert_eq "$first" "$(snapshot)" "a second install changed something"
+# another PREFIX is substituted into the unit and the helper
+DESTDIR=$ROOT PREFIX=/opt/bfs "$BFS_REPO/scripts/install.sh" --no-build >/dev/null || fail "install.sh PREFIX=/opt/bfs"
+grep -q '^ExecStart=/opt/bfs/bin/boundfs -f ' "$ROOT/opt/bfs/lib/systemd/system/boundfs@.service" || fail "PREFIX in the unit"
+assert_eq /opt/bfs/bin/boundfs "$(readlink "$ROOT/sbin/mount.fuse.boundfs")" "helper follows PREFIX"
+DESTDIR=$ROOT PREFIX=/opt/bfs "$BFS_REPO/scripts/install.sh" --uninstall >/dev/null || fail "uninstall PREFIX=/opt/bfs"
+# the helper now points elsewhere than /usr/local: uninstalling /usr/local leaves it alone
+DESTDIR=$ROOT PREFIX=/opt/bfs "$BFS_REPO/scripts/install.sh" --no-build >/dev/null
+DESTDIR=$ROOT "$BFS_REPO/scripts/install.sh" --uninstall >/dev/null 2>&1 || fail "uninstall /usr/local"
+assert_eq /opt/bfs/bin/boundfs "$(readlink "$ROOT/sbin/mount.fuse.boundfs")" "uninstall removed another install's helper"
+DESTDIR=$ROOT PREFIX=/opt/bfs "$BFS_REPO/scripts/install.sh" --uninstall >/dev/null || fail "uninstall PREFIX=/opt/bfs"
+left=$(find "$ROOT" ! -type d)
+assert_eq "" "$left" "files left after --uninstall"
+log "install.sh: installs, idempotent, PREFIX honoured, --uninstall leaves nothing"
+
+# ---- systemd-analyze verify
+command -v systemd-analyze >/dev/null || skip "systemd-analyze is absent (install.sh checks passed)"
+U="$BFS_TMP/units"; mkdir "$U"
+sed "s|/usr/local/bin/boundfs|$BOUNDFS|g" "$BFS_REPO/mount/boundfs@.service" >"$U/boundfs@.service"
+cp "$U/boundfs@.service" "$U/boundfs@kv.service"
+cp "$BFS_REPO/mount/mnt-kv.mount" "$U/"
+out=$(cd "$U" && timeout 60 systemd-analyze verify --man=no ./mnt-kv.mount ./boundfs@kv.service 2>&1); rc=$?
+[ "$rc" -eq 0 ] || fail "systemd-analyze verify failed ($rc): $out"
+[ -z "$out" ] || fail "systemd-analyze verify complained: $out"
+# the check has teeth: a broken unit is reported
+sed 's/^Type=notify/Type=notfy/' "$U/boundfs@kv.service" >"$U/boundfs@bad.service"
+out=$(cd "$U" && timeout 60 systemd-analyze verify --man=no ./boundfs@bad.service 2>&1)
+[ -n "$out" ] || fail "systemd-analyze verify did not notice a bad Type="
+log "systemd-analyze verify: mnt-kv.mount, boundfs@.service clean"
+bfs_done
