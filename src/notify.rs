@@ -64,6 +64,12 @@ impl Invalidator {
         t
     }
 
+    /// Waits until every invalidation queued so far is sent, at most `timeout`.
+    pub fn wait_all(&self, timeout: Duration) {
+        let t = self.q.lock().queued;
+        self.wait(t, timeout);
+    }
+
     /// Waits until ticket `t` is sent, at most `timeout`.
     pub fn wait(&self, t: u64, timeout: Duration) {
         let deadline = std::time::Instant::now() + timeout;

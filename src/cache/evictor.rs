@@ -30,7 +30,7 @@ use crate::fs::{Core, key_of, sys};
 use crate::stats::Stats;
 
 /// How long an inline eviction waits for its invalidations to reach the kernel.
-const INVAL_WAIT: Duration = Duration::from_millis(200);
+pub const INVAL_WAIT: Duration = Duration::from_millis(200);
 
 impl Core {
     /// Evicts least recently used blocks until `bytes` are freed or none is

@@ -58,6 +58,18 @@ impl Core {
     /// release. Errors: ENOENT if eviction removed it first (never an fd to a
     /// file eviction then deletes), the backing errno otherwise.
     pub fn open(&self, ino: INodeNo, flags: i32) -> OpResult<u64> {
+        self.open_pinned(ino, flags).inspect_err(|e| {
+            if *e == Errno::ENOENT {
+                // The kernel still had an entry for an evicted file. Let its
+                // invalidation reach the kernel first, so a stat right after
+                // this ENOENT agrees (an eviction from create or mkdir does
+                // not wait for it). Bounded, as for a write that evicted.
+                self.inval.wait_all(crate::cache::evictor::INVAL_WAIT);
+            }
+        })
+    }
+
+    fn open_pinned(&self, ino: INodeNo, flags: i32) -> OpResult<u64> {
         let i = self.inode(ino)?;
         let placeholder = self.ledger.lock().pin(i.key).map_err(|_| Errno::ENOENT)?;
         let opened = sys::reopen(i.fd(), backing_flags(flags)).and_then(|fd| Ok((sys::fstat(fd.as_fd())?, fd)));

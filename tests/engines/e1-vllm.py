@@ -276,14 +276,9 @@ def main(m):
         F.poll(lambda: not backing_has(m, t, target), 10, "%s to be evicted" % target)
         F.expect_errno(errno.ENOENT, lambda: t.load(target),
                        "open(O_RDONLY|O_DIRECT) of a block evicted after access(F_OK) said it exists")
-        if os.path.exists(t.dest(target)):
-            # Known core issue (README, Engine compatibility): the open reached
-            # the daemon through the kernel's still-cached dentry and got
-            # ENOENT, but the eviction's invalidation reaches the kernel ~1 ms
-            # later, so the engine's exists() right after the miss says
-            # "there" and it skips the re-store. Correct: false at once.
-            F.known_issue("exists() true right after open gave ENOENT for evicted %s" % target)
-            F.poll(lambda: not os.path.exists(t.dest(target)), 3, "the stale entry of %s to go" % target)
+        # the ENOENT answer waits for the eviction's invalidation, so the
+        # engine's exists() right after the miss already says "gone"
+        check(not os.path.exists(t.dest(target)), "exists() true right after open gave ENOENT for evicted %s" % target)
         check(t.store(target) == "ok", "re-store of an evicted block was skipped (exists() still true)")
         t.load(target)
 
