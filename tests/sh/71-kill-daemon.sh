@@ -52,8 +52,10 @@ assert_eq "$n" "$(json_get "$chk" loaded)" "blocks in BACKING that are whole and
 assert_eq 0 "$(json_get "$chk" corrupt)" "partially written or corrupt blocks under their final name"
 
 bfs_mount "$OPTS"
+wait_indexed
 assert_eq "$(du_backing)" "$(stats_field usage)" "usage after the remount == du of BACKING (index rebuilt)"
-assert_eq "$(find "$BACKING" | wc -l)" "$(stats_field files)" "indexed objects == objects in BACKING"
+assert_eq "$(find "$BACKING" -type f | wc -l)" "$(stats_field files)" "indexed regular files == regular files in BACKING"
+assert_eq "$(find "$BACKING" -type d | wc -l)" "$(stats_field dirs)" "indexed directories == directories in BACKING"
 # pressure until one of the two read blocks goes: every unread old block must be gone first
 i=0
 while [ -e "$BACKING/lru/$read1.bin" ] && [ -e "$BACKING/lru/$read2.bin" ]; do

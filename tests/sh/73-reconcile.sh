@@ -11,6 +11,7 @@ MAX=$((32 * MiB)); SLACK=$MiB
 usage_is_du() { [ "$(stats_field usage)" = "$(du_backing)" ]; }
 
 bfs_mount max_size=32M,reconcile_interval=0
+wait_indexed
 mkdir -p "$MNT/own"
 for i in 0 1 2; do mkblock "$MNT/own/o$i.bin" 2M; done
 mkdir -p "$BACKING/ext"; mkblock "$BACKING/ext/drift.bin" 2M

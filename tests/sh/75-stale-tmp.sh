@@ -29,6 +29,7 @@ OLD=("$K/abcde.bin_5f3a9c01.tmp" "$BACKING/hicache/0f3e_llama_0_1.bin.tmp.123.45
 
 # reconcile off: temporaries are counted and stay
 bfs_mount max_size=64M,reconcile_interval=0
+wait_indexed
 assert_eq "$(du_backing)" "$(stats_field usage)" "usage counts the temporaries (== du)"
 bfs_unmount
 

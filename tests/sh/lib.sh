@@ -347,3 +347,10 @@ bfs_user() {
 as_user() { setpriv --reuid="$BFS_UID" --regid="$BFS_GID" --init-groups --inh-caps=-all -- "$@"; }
 # a python the test user can run (root's pyenv is not reachable by others)
 BFS_USER_PY=$(command -v /usr/bin/python3 || echo "$PY")
+
+# wait_indexed: wait (bounded) until the mount's start-up index of BACKING is
+# complete, so that usage is exact (it is an upper bound while indexing)
+wait_indexed() {
+    _bfs_indexed() { [ "$(stats_field indexing)" = False ]; }
+    poll_until "${1:-10}" "the start-up index of BACKING complete" _bfs_indexed
+}
