@@ -149,6 +149,10 @@ impl Filesystem for BoundFs {
         // and max_pages to match; the kernel caps both at
         // fs.fuse.max_pages_limit pages (256 = 1 MiB by default), so requests
         // are as large as this kernel allows.
+        if self.io.enabled() && unsafe { libc::geteuid() } != 0 {
+            // FUSE_DEV_IOC_BACKING_OPEN needs CAP_SYS_ADMIN (fs/fuse/backing.c).
+            self.no_passthrough("not root: registering backing files needs CAP_SYS_ADMIN");
+        }
         if self.io.enabled() {
             let ok = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
                 && config.set_max_stack_depth(MAX_STACK_DEPTH).is_ok();

@@ -57,6 +57,7 @@ if "$BOUNDFS" --help 2>&1 | grep -q passthrough; then
     n=$(grep -c 'passthrough unavailable' "$BFS_LOG")
     log "passthrough as non-root: $(grep -i 'passthrough' "$BFS_LOG" | sed 's/^.*\] //' | tr '\n' ';' | cut -c1-220)"
     assert_le "$n" 1 "log lines saying passthrough is unavailable"
+    ! grep -q 'kernel passthrough on' "$BFS_LOG" || fail "a non-root daemon claims kernel passthrough"
 fi
 as_user "$FM" -u "$MNT" || fail "fusermount3 -u as $BFS_USER"
 bfs_expect_exit 0 "after fusermount3 -u"
