@@ -368,6 +368,14 @@ impl Ledger {
         }
     }
 
+    /// Counts `key` as stamped when the ledger's clock started (its mtime is
+    /// recent already), so its next stamp is due one interval after that.
+    pub fn mark_stamped_at_start(&mut self, key: FileKey) {
+        if let Some(e) = self.entries.get_mut(&key) {
+            e.stamped_at = 1;
+        }
+    }
+
     /// Forgets when `key` was last stamped, so its next touch stamps at once
     /// (for files found by the start-up scan, whose mtime may be old).
     pub fn mark_unstamped(&mut self, key: FileKey) {

@@ -372,3 +372,14 @@ fn begin_remove_refuses_an_open_file_and_guards_an_unknown_one() {
     assert_eq!(l.usage(), 30, "a failed removal keeps the file counted");
     assert_eq!(l.pin(k(2)), Ok(false));
 }
+
+#[test]
+fn a_block_found_with_a_recent_mtime_is_not_stamped_again_at_once() {
+    let mut l = Ledger::new(1000);
+    assert!(l.index(k(1), 10, true, Some(PathBuf::from("d/1.bin"))));
+    assert!(l.index(k(2), 10, true, Some(PathBuf::from("d/2.bin"))));
+    l.mark_stamped_at_start(k(2));
+    assert!(l.touch(k(1), 5, 60).is_some(), "an old mtime is stamped at the first touch");
+    assert!(l.touch(k(2), 5, 60).is_none(), "a recent mtime waits one interval");
+    assert!(l.touch(k(2), 60, 60).is_some());
+}

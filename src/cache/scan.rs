@@ -122,10 +122,21 @@ fn walk(
 
 /// Records `found` in `ledger`, counting what was new into `report` and the
 /// block files into `order` as `(mtime, key)`.
-fn record(ledger: &mut Ledger, found: Vec<Found>, report: &mut ScanReport, order: &mut Vec<((i64, i64), FileKey)>) {
+/// Block files with an mtime at or after `stamped_after` (Unix seconds) count
+/// as stamped at mount: no stamp is due for them before one stamp interval.
+fn record(
+    ledger: &mut Ledger,
+    found: Vec<Found>,
+    stamped_after: i64,
+    report: &mut ScanReport,
+    order: &mut Vec<((i64, i64), FileKey)>,
+) {
     for f in found {
         if ledger.index(f.key, f.size, f.block, f.path) {
             ledger.set_kind(f.key, f.kind);
+            if f.block && f.mtime.0 >= stamped_after {
+                ledger.mark_stamped_at_start(f.key);
+            }
             report.objects += 1;
             report.bytes += f.size;
             report.blocks += u64::from(f.block);
@@ -156,11 +167,11 @@ pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanRepor
             kind: Kind::Dir,
             path: None,
         };
-        record(ledger, vec![root_found], &mut report, &mut order);
+        record(ledger, vec![root_found], i64::MAX, &mut report, &mut order);
     }
     let mut r = ScanReport::default();
     walk(root, &mut r, |dir, _, rel, names| {
-        record(ledger, stat_chunk(dir, rel, names, matcher), &mut report, &mut order);
+        record(ledger, stat_chunk(dir, rel, names, matcher), i64::MAX, &mut report, &mut order);
         true
     });
     ledger.order_indexed(&newest_first(order));
@@ -177,10 +188,13 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
     let mut report = ScanReport::default();
     let mut order = Vec::new();
     let mut r = ScanReport::default();
+    // A block stamped less than one stamp interval ago needs no stamp yet.
+    let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let stamped_after = unix_now.saturating_sub(core.stamp_interval_secs()) as i64;
     walk(root, &mut r, |dir, dkey, rel, names| {
         let _stripe = core.dirlocks.lock(&[dkey]);
         let found = stat_chunk(dir, rel, names, &core.matcher);
-        record(&mut core.ledger.lock(), found, &mut report, &mut order);
+        record(&mut core.ledger.lock(), found, stamped_after, &mut report, &mut order);
         !stop()
     });
     let keys = newest_first(order);

@@ -173,6 +173,11 @@ impl Core {
         Some(rel.join(name))
     }
 
+    /// Minimum seconds between two mtime stamps of one file (`stamp_interval`).
+    pub fn stamp_interval_secs(&self) -> u64 {
+        u64::from(self.stamp_secs)
+    }
+
     /// Marks `key` most recent; queues an mtime stamp when one is due.
     pub fn touch(&self, key: FileKey) {
         let stamp = self.ledger.lock().touch(key, self.now(), self.stamp_secs);
