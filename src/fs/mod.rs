@@ -259,7 +259,9 @@ impl Core {
                 };
                 match r {
                     Ok(()) => return Ok(Reservation { core: self, bytes }),
-                    Err(Refused::Short(s)) if s > l.evictable_bytes() && wait && !waited && l.counts().open_handles > 0 => {
+                    Err(Refused::Short(s))
+                        if s > l.evictable_bytes() && wait && !waited && l.counts().open_handles > 0 =>
+                    {
                         // close(2) returns before the kernel's RELEASE reaches
                         // us: a file just closed may still look open. Give
                         // pending releases a moment before answering ENOSPC.
