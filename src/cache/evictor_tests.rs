@@ -3,38 +3,10 @@
 //! the competing operation runs, then the evictor continues.
 
 use std::ffi::OsStr;
-use std::os::fd::AsFd;
-use std::path::Path;
-use std::time::Duration;
 
-use fuser::{Errno, INodeNo};
+use fuser::Errno;
 
-use crate::cache::ledger::Ledger;
-use crate::cache::policy::Policy;
-use crate::config::build_matcher;
-use crate::fs::{Caller, Core, key_of, sys};
-
-fn core(dir: &Path, max: u64) -> Core {
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-    assert!(fd >= 0);
-    let root = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let key = key_of(&sys::fstat(root.as_fd()).unwrap());
-    let mut ledger = Ledger::new(max);
-    crate::cache::scan::scan(&root, &build_matcher(&["*.bin".into()]).unwrap(), &mut ledger);
-    let policy = Policy { max_size: max, high_watermark: 0.95, low_watermark: 0.9 };
-    let m = build_matcher(&["*.bin".into()]).unwrap();
-    Core::new(dir.canonicalize().unwrap(), root, key, ledger, policy, m, Duration::from_secs(60))
-}
-
-const ROOT: INodeNo = INodeNo(1);
-const ME: Caller = Caller { uid: 0, gid: 0 };
-
-fn store(c: &Core, name: &str, bytes: &[u8]) {
-    let (_, fh) = c.create(ROOT, OsStr::new(name), 0o644, libc::O_WRONLY, ME).unwrap();
-    assert_eq!(c.write(fh, 0, bytes).unwrap() as usize, bytes.len());
-    c.release(fh);
-}
+use crate::cache::testing::{ME, ROOT, core, store};
 
 #[test]
 fn rename_into_the_victims_place_is_never_deleted() {

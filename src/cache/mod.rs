@@ -8,3 +8,5 @@ pub mod reconcile;
 pub mod scan;
 pub mod stamp;
 pub mod table;
+#[cfg(test)]
+pub mod testing;

@@ -1,0 +1,40 @@
+//! Test fixtures shared by the cache's tests: a [`Core`] over a real
+//! directory (no mount), and a store through it.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::path::Path;
+use std::time::Duration;
+
+use fuser::INodeNo;
+
+use crate::cache::ledger::Ledger;
+use crate::cache::policy::Policy;
+use crate::config::build_matcher;
+use crate::fs::{Caller, Core, key_of, sys};
+
+/// FUSE inode of BACKING.
+pub const ROOT: INodeNo = INodeNo(1);
+/// The caller of every request (root).
+pub const ME: Caller = Caller { uid: 0, gid: 0 };
+
+/// A core over `dir` with budget `max` bytes, block files `*.bin`, indexed.
+pub fn core(dir: &Path, max: u64) -> Core {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    assert!(fd >= 0);
+    let root = unsafe { OwnedFd::from_raw_fd(fd) };
+    let key = key_of(&sys::fstat(root.as_fd()).unwrap());
+    let m = build_matcher(&["*.bin".into()]).unwrap();
+    let mut ledger = Ledger::new(max);
+    crate::cache::scan::scan(&root, &m, &mut ledger);
+    let policy = Policy { max_size: max, high_watermark: 0.95, low_watermark: 0.9 };
+    Core::new(dir.canonicalize().unwrap(), root, key, ledger, policy, m, Duration::from_secs(60))
+}
+
+/// Creates `name` in BACKING's root through `c` and writes `bytes` into it.
+pub fn store(c: &Core, name: &str, bytes: &[u8]) {
+    let (_, fh) = c.create(ROOT, OsStr::new(name), 0o644, libc::O_WRONLY, ME).unwrap();
+    assert_eq!(c.write(fh, 0, bytes).unwrap() as usize, bytes.len());
+    c.release(fh);
+}
