@@ -184,6 +184,21 @@ pub fn parse_count(key: &str, v: &str, max: usize) -> Result<usize, ConfigError>
 pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf), ConfigError> {
     let b = dir(backing, "backing directory")?;
     let m = dir(mountpoint, "mountpoint")?;
+    if let Some(source) = boundfs_mounted_at(&m) {
+        // statfs always reaches the daemon: ENOTCONN means it died.
+        let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
+        let cm = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(m.as_os_str()))
+            .or_else(|_| err("mountpoint: path contains a NUL byte"))?;
+        let dead = unsafe { libc::statvfs(cm.as_ptr(), &mut v) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOTCONN);
+        let (what, fix) =
+            if dead { ("a dead boundfs mount", "umount -l") } else { ("already a boundfs mount", "umount") };
+        return err(format!(
+            "mountpoint {} is {what} (of {source}); unmount it first: {fix} {}",
+            m.display(),
+            m.display()
+        ));
+    }
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(b.as_os_str()))
         .or_else(|_| err("backing directory: path contains a NUL byte"))?;
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
@@ -211,10 +226,29 @@ pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBu
 
 fn dir(p: &Path, what: &str) -> Result<PathBuf, ConfigError> {
     let c = p.canonicalize().or_else(|e| err(format!("{what} {}: {}", p.display(), lower(&e, p))))?;
-    if !c.is_dir() {
+    // canonicalize does not stat the last component: a dead FUSE mount
+    // (ENOTCONN) shows up only here.
+    let md = std::fs::metadata(&c).or_else(|e| err(format!("{what} {}: {}", p.display(), lower(&e, p))))?;
+    if !md.is_dir() {
         return err(format!("{what} {}: not a directory", p.display()));
     }
     Ok(c)
+}
+
+/// The source of a live `fuse.boundfs` mount whose mount point is exactly
+/// `m` (canonical), from /proc/self/mountinfo (proc(5): field 5 is the mount
+/// point with octal escapes, then fstype and source after " - ").
+fn boundfs_mounted_at(m: &Path) -> Option<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let unescape =
+        |f: &str| f.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\");
+    info.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let point = unescape(left.split(' ').nth(4)?);
+        let mut r = right.split(' ');
+        let (fstype, source) = (r.next()?, r.next()?);
+        (fstype == "fuse.boundfs" && Path::new(&point) == m).then(|| unescape(source))
+    })
 }
 
 fn lower(e: &std::io::Error, p: &Path) -> String {
