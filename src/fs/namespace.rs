@@ -139,7 +139,11 @@ impl Core {
         let st = sys::fstat(i.fd())?;
         let block = self.is_block_name(newname);
         if block {
-            let path = self.rel_path(np.fd(), newname);
+            // A block keeps the name eviction knows (a second link removed
+            // later must not leave it nameless); a file that becomes a block
+            // by this link (vLLM's link(tmp, dest)) takes the new name.
+            let named_block = self.ledger.lock().get(&i.key).is_some_and(|e| e.block && e.path.is_some());
+            let path = if named_block { None } else { self.rel_path(np.fd(), newname) };
             self.ledger.lock().upsert(i.key, sys::allocated(&st), true, path, self.now());
             self.touch(i.key);
         }
