@@ -215,7 +215,7 @@ fn build(
     }
     let get = |k: &str| kv.iter().find(|(k2, _)| k2 == k).map(|(_, v)| v.as_str());
     let max_size = match get("max_size") {
-        Some(v) => config::parse_size("max_size", v)?,
+        Some(v) => config::parse_max_size(v)?,
         None => return err("max_size is required, e.g. -o max_size=24G"),
     };
     let high_watermark = match get("high_watermark") {

@@ -17,6 +17,9 @@ pub const DEFAULT_PATTERN: &str = "*.bin";
 pub const DEFAULT_STAMP_INTERVAL: Duration = Duration::from_secs(60);
 /// Default `metrics_interval`: node_exporter's default scrape interval.
 pub const DEFAULT_METRICS_INTERVAL: Duration = Duration::from_secs(15);
+/// Smallest `max_size` accepted (bytes): BACKING's own directory and one
+/// small block must fit.
+pub const MIN_MAX_SIZE: u64 = 1 << 20;
 /// Default `attr_timeout`: how long the kernel may cache entries (including
 /// "no such file") and attributes. Long, so that repeated existence probes
 /// never reach the daemon; what the daemon changes itself (eviction, mtime
@@ -127,6 +130,15 @@ pub fn parse_size(key: &str, v: &str) -> Result<u64, ConfigError> {
         .or_else(|e| err(format!("{key}: '{v}' is not a size ({e}); use bytes or a K/M/G/T suffix, e.g. 24G")))?;
     if n == 0 {
         return err(format!("{key}: must be greater than zero, e.g. {key}=24G"));
+    }
+    Ok(n)
+}
+
+/// Parses `max_size`: a size (see [`parse_size`]) of at least [`MIN_MAX_SIZE`].
+pub fn parse_max_size(v: &str) -> Result<u64, ConfigError> {
+    let n = parse_size("max_size", v)?;
+    if n < MIN_MAX_SIZE {
+        return err(format!("max_size: {v} is too small to hold a block file; give at least 1M, e.g. max_size=24G"));
     }
     Ok(n)
 }

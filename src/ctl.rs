@@ -85,8 +85,11 @@ pub fn set(args: &SetArgs) -> Result<(), CtlError> {
     let mut new_max = None;
     for kv in &args.settings {
         match kv.split_once('=') {
+            Some(("max_size", _)) if new_max.is_some() => {
+                return fail(2, "max_size is given twice; give it once");
+            }
             Some(("max_size", v)) => {
-                let n = config::parse_size("max_size", v).or_else(|e| fail(2, e.0))?;
+                let n = config::parse_max_size(v).or_else(|e| fail(2, e.0))?;
                 new_max = Some((v.trim().to_string(), n));
             }
             Some((k, _)) => {
@@ -133,6 +136,10 @@ fn explain(mnt: &Path, e: std::io::Error, writing: bool) -> CtlError {
         Some(libc::EPERM) | Some(libc::EACCES) if writing => {
             format!("{m}: not permitted; only root or the user who mounted it may change it")
         }
+        Some(libc::EACCES) => format!(
+            "{m}: permission denied: the mount belongs to another user and was made without allow_other; \
+             run this as that user, or mount with -o allow_other"
+        ),
         Some(libc::EINVAL) => format!("{m}: the daemon refused the value (see its log)"),
         _ => format!("{m}: {e}"),
     };

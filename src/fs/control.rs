@@ -124,7 +124,7 @@ impl Core {
         }
         let text = String::from_utf8_lossy(value);
         let text = text.trim_matches(|c: char| c.is_whitespace() || c == '\0');
-        match config::parse_size("max_size", text) {
+        match config::parse_max_size(text) {
             Ok(n) => {
                 self.set_max_size(n);
                 Ok(())

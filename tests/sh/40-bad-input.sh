@@ -32,6 +32,8 @@ max_size missing              | -f "$B" "$M" -o high_watermark=0.9
 max_size empty                | -f "$B" "$M" -o max_size=
 max_size=0                    | -f "$B" "$M" -o max_size=0
 max_size=0M                   | -f "$B" "$M" -o max_size=0M
+max_size below 1M             | -f "$B" "$M" -o max_size=1
+max_size 1023K                | -f "$B" "$M" -o max_size=1023K
 max_size negative             | -f "$B" "$M" -o max_size=-5M
 max_size overflow (2^64)      | -f "$B" "$M" -o max_size=18446744073709551616
 max_size overflow (16E)       | -f "$B" "$M" -o max_size=16E
@@ -169,7 +171,7 @@ log "$n bad-input cases, $failures wrong"
 # and the boundary values that are valid still mount
 bfs_mount max_size=64M,high_watermark=1,low_watermark=0.99
 bfs_unmount
-bfs_mount max_size=1,high_watermark=0.01,low_watermark=0.005
+bfs_mount max_size=1M,high_watermark=0.01,low_watermark=0.005
 bfs_unmount
 bfs_mount max_size=1M,stamp_interval=0,reconcile_interval=0,stale_tmp=0,threads=256
 bfs_unmount

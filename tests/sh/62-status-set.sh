@@ -71,7 +71,10 @@ assert_errno EINVAL setxattr "$MNT" user.boundfs.max_size lots
 assert_errno EINVAL setxattr "$MNT" user.boundfs.max_size 0
 assert_errno EPERM setxattr "$MNT" user.boundfs.stats 1
 assert_errno EPERM removexattr "$MNT" user.boundfs.max_size
-for bad in "max_size=lots" "max_size=0" "high_watermark=0.5" "max_size"; do
+assert_errno EINVAL setxattr "$MNT" user.boundfs.max_size 1
+err=$("$BOUNDFS" set "$MNT" max_size=8M max_size=9M 2>&1); rc=$?
+assert_eq 2 "$rc" "boundfs set with max_size twice ($err)"
+for bad in "max_size=lots" "max_size=0" "max_size=1" "high_watermark=0.5" "max_size"; do
     err=$("$BOUNDFS" set "$MNT" "$bad" 2>&1); rc=$?
     assert_eq 2 "$rc" "boundfs set $bad exit status"
     [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] || fail "boundfs set $bad: more than one line: $err"
