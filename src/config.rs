@@ -292,6 +292,13 @@ pub fn check_metrics_file(path: &Path, backing: &Path, mountpoint: &Path) -> Res
         _ => Path::new("."),
     };
     let dir = dir(parent, "metrics_file directory")?.join(name);
+    if dir.is_dir() {
+        return err(format!(
+            "metrics_file {} is a directory; give a file path in it, e.g. {}/boundfs.prom",
+            dir.display(),
+            dir.display()
+        ));
+    }
     if dir.starts_with(backing) || dir.starts_with(mountpoint) {
         return err(format!(
             "metrics_file {} is inside the backing directory or the mountpoint; write it elsewhere",

@@ -12,7 +12,7 @@ PROMDIR="$BFS_TMP/textfile"; mkdir "$PROMDIR"
 PROM="$PROMDIR/boundfs.prom"
 
 # ---- refused before mounting
-for bad in "metrics_file=$BFS_TMP/nodir/x.prom" "metrics_file=$BACKING/x.prom" "metrics_file=$PROM,metrics_interval=0s" \
+for bad in "metrics_file=$BFS_TMP/nodir/x.prom" "metrics_file=$BACKING/x.prom" "metrics_file=$BFS_TMP" "metrics_file=$PROM,metrics_interval=0s" \
     "metrics_file=$PROM,metrics_interval=soon"; do
     err=$("$BOUNDFS" -f "$BACKING" "$MNT" -o "max_size=64M,$bad" 2>&1); rc=$?
     assert_eq 2 "$rc" "exit status with $bad"
