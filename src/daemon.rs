@@ -103,7 +103,15 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         fuser::Session::new(fs, &opts.mountpoint, &cfg)
     }
     // fusermount3's message ends with a newline: keep the error one line.
-    .map_err(|e| format!("mount at {} failed: {}", opts.mountpoint.display(), e.to_string().trim_end()))?;
+    .map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied && unsafe { libc::geteuid() } != 0 {
+            " (not root: /dev/fuse must be readable and writable by this user, mode 0666 as most \
+             distributions ship it, and fusermount3 installed setuid root)"
+        } else {
+            ""
+        };
+        format!("mount at {} failed: {}{hint}", opts.mountpoint.display(), e.to_string().trim_end())
+    })?;
     core.inval.set_notifier(session.notifier());
     let mut unmounter = session.unmount_callable();
 
