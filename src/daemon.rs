@@ -178,11 +178,10 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         }
         None => None,
     };
-    let reconcile_stop = Arc::new(reconcile::Stopper::default());
     if !opts.reconcile_interval.is_zero() {
-        let (c, s, rec) = (core.clone(), reconcile_stop.clone(), reconcile::Reconciler::new(opts.stale_tmp));
+        let (c, rec) = (core.clone(), reconcile::Reconciler::new(opts.stale_tmp));
         let every = opts.reconcile_interval;
-        workers.push(thread::Builder::new().name("reconcile".into()).spawn(move || reconcile::run(c, rec, every, s)));
+        workers.push(thread::Builder::new().name("reconcile".into()).spawn(move || reconcile::run(c, rec, every)));
     }
     core.maybe_wake_evictor();
     log::info!(
@@ -223,7 +222,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     stop.store(true, Ordering::Relaxed);
     core.wake_evictor();
     core.stamper.kick();
-    reconcile_stop.stop();
+    core.reconcile.stop();
     core.inval.stop();
     if let Some(m) = &metrics {
         m.thread().unpark();

@@ -80,7 +80,12 @@ impl Core {
                 return skip("has another hard link");
             }
             _ => {
-                self.ledger.lock().forget_path(key);
+                // Removed or replaced behind the daemon: its bytes may still
+                // be counted. Keep the name (the reconcile pass verifies it
+                // and drops the entry at once), stop choosing it, and ask for
+                // that pass soon.
+                self.ledger.lock().park(key);
+                self.reconcile.request();
                 return skip("name now holds another file");
             }
         }

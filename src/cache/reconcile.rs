@@ -411,33 +411,58 @@ fn remove_stale(core: &Core, key: FileKey, rel: &Path, cutoff: i128) -> Option<u
     Some(freed)
 }
 
-/// Wakes the reconcile thread early to stop it.
+/// Shortest time between the end of one pass and a pass asked for by
+/// [`Waker::request`] (a whole-tree walk; seconds per million files).
+pub const REQUEST_MIN_GAP: Duration = Duration::from_secs(5);
+
+/// Wakes the reconcile thread: to stop it, or for an early pass (the
+/// evictor found a name gone from BACKING behind the daemon).
 #[derive(Default)]
-pub struct Stopper {
-    stopped: Mutex<bool>,
+pub struct Waker {
+    /// (stopped, pass requested)
+    state: Mutex<(bool, bool)>,
     cv: Condvar,
 }
 
-impl Stopper {
+impl Waker {
     /// Asks the thread to stop (it finishes the pass in progress first).
     pub fn stop(&self) {
-        *self.stopped.lock() = true;
+        self.state.lock().0 = true;
         self.cv.notify_all();
     }
 
-    /// Sleeps up to `d`; true once stopped.
-    fn sleep(&self, d: Duration) -> bool {
-        let mut s = self.stopped.lock();
-        if !*s {
-            self.cv.wait_for(&mut s, d);
+    /// Asks for a pass soon: at once if the last one ended [`REQUEST_MIN_GAP`]
+    /// ago, else then. No effect when reconcile is off.
+    pub fn request(&self) {
+        self.state.lock().1 = true;
+        self.cv.notify_all();
+    }
+
+    /// Sleeps until `interval` has passed, or a request once `min_gap` has;
+    /// true once stopped.
+    fn sleep(&self, interval: Duration, min_gap: Duration) -> bool {
+        let start = Instant::now();
+        let mut s = self.state.lock();
+        loop {
+            if s.0 {
+                return true;
+            }
+            let elapsed = start.elapsed();
+            if elapsed >= interval || (s.1 && elapsed >= min_gap) {
+                break;
+            }
+            let until = if s.1 { min_gap.min(interval) } else { interval };
+            self.cv.wait_for(&mut s, until.saturating_sub(elapsed));
         }
-        *s
+        s.1 = false;
+        false
     }
 }
 
-/// The reconcile thread: one pass every `interval` until `stop`.
-pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration, stop: Arc<Stopper>) {
-    while !stop.sleep(interval) {
+/// The reconcile thread: one pass every `interval`, or sooner when asked
+/// through `core.reconcile`, until stopped.
+pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
+    while !core.reconcile.sleep(interval, REQUEST_MIN_GAP) {
         let t0 = Instant::now();
         let r = rec.pass(&core);
         Stats::add(&core.stats.reconciles, 1);

@@ -90,6 +90,8 @@ pub struct Core {
     pub evict_wake: (Mutex<bool>, Condvar),
     /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
     pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
+    /// Wakes the reconcile thread (stop, or an early pass).
+    pub reconcile: crate::cache::reconcile::Waker,
     /// Signalled (with the ledger lock) when an open handle is released.
     pub released: Condvar,
     /// The start-up index's report once it is complete (`None` while it runs).
@@ -128,6 +130,7 @@ impl Core {
             stamper: Stamper::default(),
             evict_wake: (Mutex::new(false), Condvar::new()),
             empty_dirs: Mutex::new(Vec::new()),
+            reconcile: Default::default(),
             released: Condvar::new(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
