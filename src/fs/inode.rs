@@ -302,8 +302,12 @@ mod tests {
             t.get(ino);
         }
         std::fs::remove_file(dir.path().join("f0")).unwrap();
-        let held = t.get(ino0).is_some_and(|_| true);
-        let _ = held; // hot (fd pins it) or cold (ESTALE): both are fine, never a wrong file
+        std::fs::write(dir.path().join("new"), "x").unwrap(); // may reuse f0's inode number
+        // Hot (its fd pins the old object) or cold (ESTALE): never another file.
+        if let Some(i) = t.get(ino0) {
+            assert_eq!(key_of(&sys::fstat(i.fd()).unwrap()), inos[0].1);
+            assert_eq!(sys::fstat(i.fd()).unwrap().st_nlink, 0, "the deleted file itself");
+        }
         for &(ino, _) in &inos {
             t.forget(ino, 1);
         }
