@@ -27,7 +27,7 @@ const MAX_STACK_DEPTH: u32 = 2;
 pub struct BoundFs {
     core: Arc<Core>,
     ttl: Duration,
-    io: Arc<IoModes<BackingId>>,
+    io: IoModes<BackingId>,
 }
 
 impl BoundFs {
@@ -35,12 +35,7 @@ impl BoundFs {
     /// attributes for `ttl`; read-only opens use kernel passthrough when
     /// `passthrough` is set and the kernel and our privileges allow it.
     pub fn new(core: Arc<Core>, ttl: Duration, passthrough: bool) -> Self {
-        BoundFs { core, ttl, io: Arc::new(IoModes::new(passthrough)) }
-    }
-
-    /// The I/O mode table (for status: handles in passthrough mode).
-    pub fn io_modes(&self) -> Arc<IoModes<BackingId>> {
-        self.io.clone()
+        BoundFs { core, ttl, io: IoModes::new(passthrough) }
     }
 
     /// Turns passthrough off after `why`, logging it once.

@@ -177,13 +177,6 @@ impl<B> IoModes<B> {
         }
         backing
     }
-
-    /// Open handles in passthrough mode, and inodes holding a backing id.
-    pub fn counts(&self) -> (u64, u64) {
-        let s = self.state.lock();
-        let pt = s.handles.values().filter(|(_, m)| *m == Mode::Passthrough).count() as u64;
-        (pt, s.inodes.values().filter(|io| io.backing.is_some()).count() as u64)
-    }
 }
 
 #[cfg(test)]
