@@ -72,28 +72,18 @@ impl Core {
 
     fn open_pinned(&self, ino: INodeNo, flags: i32) -> OpResult<u64> {
         let i = self.inode(ino)?;
-        let placeholder = self.ledger.lock().pin(i.key).map_err(|_| Errno::ENOENT)?;
+        let placeholder = self.accounts.pin(i.key).map_err(|_| Errno::ENOENT)?;
         let opened = sys::reopen(i.fd(), backing_flags(flags)).and_then(|fd| Ok((sys::fstat(fd.as_fd())?, fd)));
         let (st, fd) = match opened {
             Ok((st, _)) if st.st_nlink == 0 && placeholder => Err(Errno::ENOENT),
             other => other,
         }
-        .inspect_err(|_| {
-            let mut l = self.ledger.lock();
-            if placeholder {
-                l.mark_unlinked(i.key);
-            }
-            l.unpin(i.key);
-        })?;
-        let block = {
-            let mut l = self.ledger.lock();
-            l.set_size(i.key, sys::allocated(&st));
-            l.get(&i.key).is_some_and(|e| e.block)
-        };
-        if block {
+        .inspect_err(|_| self.accounts.open_failed(i.key, placeholder))?;
+        let after = self.accounts.opened(i.key, sys::allocated(&st), self.now(), self.stamp_secs);
+        if after.block {
             Stats::add(&self.stats.block_opens, 1);
         }
-        self.touch(i.key);
+        self.stamp_due(i.key, after.stamp);
         Ok(self.add_handle(Handle { fd, key: i.key }))
     }
 
@@ -138,7 +128,6 @@ impl Core {
         }
         let after = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
         room.commit(h.key, after);
-        self.maybe_wake_evictor();
         match err {
             Some(e) if done == 0 => Err(e),
             _ => Ok(done as u32),
@@ -153,7 +142,6 @@ impl Core {
         let r = sys::fallocate(h.fd.as_raw_fd(), mode, off, len);
         let after = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
         room.commit(h.key, after);
-        self.maybe_wake_evictor();
         r
     }
 
@@ -173,9 +161,9 @@ impl Core {
         if let Some(h) = self.take_handle(fh) {
             let key = h.key;
             drop(h);
-            self.ledger.lock().unpin(key);
-            self.released.notify_all();
-            self.maybe_wake_evictor();
+            if self.accounts.released(key) {
+                self.wake_evictor();
+            }
         }
     }
 

@@ -13,7 +13,7 @@ fn rename_into_the_victims_place_is_never_deleted() {
     let d = tempfile::tempdir().unwrap();
     let c = core(d.path(), 1 << 30);
     store(&c, "k.bin", b"old");
-    let (key, path) = c.ledger.lock().take_victim().unwrap();
+    let (key, path) = c.accounts().lock().take_victim().unwrap();
     // A store publishes a new k.bin between the evictor's choice and its check.
     store(&c, "k.bin_1.tmp", b"new");
     c.rename(ROOT, OsStr::new("k.bin_1.tmp"), ROOT, OsStr::new("k.bin"), 0).unwrap();
@@ -27,7 +27,7 @@ fn open_before_the_check_keeps_the_file() {
     let c = core(d.path(), 1 << 30);
     store(&c, "k.bin", b"data");
     let ino = c.lookup(ROOT, OsStr::new("k.bin")).unwrap().ino;
-    let (key, path) = c.ledger.lock().take_victim().unwrap();
+    let (key, path) = c.accounts().lock().take_victim().unwrap();
     let fh = c.open(ino, libc::O_RDONLY).unwrap();
     assert!(c.evict_victim(key, &path).is_none(), "an open file is never evicted");
     assert_eq!(c.read(fh, 0, 16).unwrap(), b"data");
@@ -41,11 +41,11 @@ fn open_after_the_eviction_gets_enoent_not_a_doomed_fd() {
     let c = core(d.path(), 1 << 30);
     store(&c, "k.bin", b"data");
     let ino = c.lookup(ROOT, OsStr::new("k.bin")).unwrap().ino;
-    let (key, path) = c.ledger.lock().take_victim().unwrap();
+    let (key, path) = c.accounts().lock().take_victim().unwrap();
     assert!(c.evict_victim(key, &path).is_some());
     // The kernel still had the inode cached: the open must say ENOENT.
     assert_eq!(c.open(ino, libc::O_RDONLY).err(), Some(Errno::ENOENT));
-    assert!(c.ledger.lock().get(&key).is_none(), "the late open left no placeholder behind");
+    assert!(c.accounts().lock().get(&key).is_none(), "the late open left no placeholder behind");
     assert!(!d.path().join("k.bin").exists());
 }
 
