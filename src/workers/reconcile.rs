@@ -426,6 +426,11 @@ pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
         Stats::add(&core.stats.reconciles, 1);
         Stats::add(&core.stats.reconcile_fixes, r.adopted + r.dropped + r.resized + r.restored);
         Stats::add(&core.stats.stale_tmp_removed, r.stale_removed);
+        // One guard, dropped before the message: the ledger lock is not reentrant.
+        let (usage, max_size) = {
+            let l = core.accounts().lock();
+            (l.usage(), l.max_size())
+        };
         let msg = format!(
             "reconcile: {} objects in {:.3}s; adopted {} ({} bytes), dropped {} ({} bytes), resized {}, \
              renamed {}, stale temporaries removed {} ({} bytes), unreadable dirs {}; usage now {} of {}",
@@ -440,8 +445,8 @@ pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
             r.stale_removed,
             r.stale_bytes,
             r.unreadable,
-            core.accounts().lock().usage(),
-            core.policy().max_size,
+            usage,
+            max_size,
         );
         if r.changed() {
             log::info!("{msg}");
