@@ -9,11 +9,11 @@ fn create_and_open_each_take_the_ledger_lock_at_most_twice() {
     let d = tempfile::tempdir().unwrap();
     let c = core(d.path(), 1 << 30);
     let before = c.accounts().acquisitions();
-    let (attr, fh) = c.create(ROOT, OsStr::new("a.bin"), 0o644, libc::O_WRONLY, ME).unwrap();
+    let (attr, fh) = c.create(ROOT, OsStr::new("a.bin"), 0o644, libc::O_WRONLY, ME).map(|(a, o)| (a, o.fh)).unwrap();
     let create = c.accounts().acquisitions() - before;
     c.release(fh);
     let before = c.accounts().acquisitions();
-    let fh = c.open(attr.ino, libc::O_RDONLY).unwrap();
+    let fh = c.open(attr.ino, libc::O_RDONLY).unwrap().fh;
     let open = c.accounts().acquisitions() - before;
     c.release(fh);
     assert!(create <= 2, "CREATE took the ledger lock {create} times");

@@ -12,7 +12,9 @@
 
 pub mod accounts;
 pub mod dirlock;
+pub mod handles;
 pub mod inode;
+pub mod passthrough;
 pub mod stamps;
 
 mod evict;
@@ -30,7 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fuser::{Errno, FileAttr, FileType, INodeNo};
+use fuser::{BackingId, Errno, FileAttr, FileType, INodeNo};
 use globset::GlobSet;
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -44,7 +46,9 @@ use crate::sys;
 use crate::wake::Signal;
 use accounts::Accounts;
 use dirlock::DirLocks;
+pub use handles::{Handle, Opened};
 use inode::{Inode, InodeTable};
+use passthrough::IoModes;
 use stamps::Stamper;
 
 pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
@@ -57,14 +61,6 @@ pub type OpResult<T> = Result<T, Errno>;
 
 /// How long a write that would fail with ENOSPC waits for RELEASEs in flight.
 pub const RELEASE_WAIT: Duration = Duration::from_millis(100);
-
-/// An open file handle: the backing fd and the object it belongs to.
-pub struct Handle {
-    /// Backing file opened with the client's flags (O_DIRECT stripped).
-    pub fd: OwnedFd,
-    /// Backing identity, for the ledger.
-    pub key: FileKey,
-}
 
 /// Who is asking (for ownership of new objects).
 #[derive(Clone, Copy, Debug)]
@@ -101,7 +97,10 @@ pub struct Core {
     pub reconcile: crate::wake::Waker,
     /// The start-up index's report once it is complete (`None` while it runs).
     index: (Mutex<Option<ScanReport>>, Condvar),
+    /// The one handle table: fh → handle (fd, key, inode, I/O mode).
     handles: RwLock<HashMap<u64, Arc<Handle>>>,
+    /// Per-inode I/O modes of the open handles (kernel passthrough).
+    io: IoModes<BackingId>,
     dirs: RwLock<HashMap<u64, Arc<Mutex<DirStream>>>>,
     next_fh: AtomicU64,
     start: Instant,
@@ -139,6 +138,7 @@ impl Core {
             reconcile: Default::default(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
+            io: IoModes::new(false),
             dirs: RwLock::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             start: Instant::now(),
@@ -312,10 +312,11 @@ impl Core {
         self.handles.read().get(&fh).cloned().ok_or(Errno::EBADF)
     }
 
-    fn add_handle(&self, h: Handle) -> u64 {
+    fn add_handle(&self, h: Handle) -> (u64, Arc<Handle>) {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        self.handles.write().insert(fh, Arc::new(h));
-        fh
+        let h = Arc::new(h);
+        self.handles.write().insert(fh, h.clone());
+        (fh, h)
     }
 
     fn take_handle(&self, fh: u64) -> Option<Arc<Handle>> {

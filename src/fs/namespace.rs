@@ -9,7 +9,8 @@ use std::path::Path;
 use fuser::{Errno, FileAttr, INodeNo};
 
 use super::accounts::Created;
-use super::{Caller, Core, Handle, OpResult};
+use super::passthrough::read_only;
+use super::{Caller, Core, Handle, OpResult, Opened};
 use crate::key::key_of;
 use crate::ledger::Kind;
 use crate::stats::Stats;
@@ -42,7 +43,8 @@ impl Core {
     }
 
     /// CREATE: creates (or, without O_EXCL, opens) `name` and opens it.
-    /// Returns the attributes and a file handle. Errors: EEXIST with O_EXCL,
+    /// Returns the attributes and the opened handle with its I/O plan
+    /// (see [`Opened`]). Errors: EEXIST with O_EXCL,
     /// ENOSPC when no room can be made, other backing errnos.
     pub fn create(
         &self,
@@ -51,7 +53,7 @@ impl Core {
         mode: u32,
         flags: i32,
         who: Caller,
-    ) -> OpResult<(FileAttr, u64)> {
+    ) -> OpResult<(FileAttr, Opened)> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
         let room = self.reserve(ENTRY_RESERVE, false)?;
@@ -83,11 +85,11 @@ impl Core {
         let after = self.accounts.created(new, self.now(), self.stamp_secs).map_err(|_| Errno::ENOENT)?;
         self.stamp_due(key, after.stamp);
         let inode = self.inodes.insert(path_fd, key, libc::S_IFREG);
-        let fh = self.add_handle(Handle { fd, key });
+        let (fh, handle) = self.add_handle(Handle::new(fd, key, inode.ino));
         if after.wake {
             self.wake_evictor();
         }
-        Ok((super::attr(inode.ino, &st), fh))
+        Ok((super::attr(inode.ino, &st), self.plan_io(fh, handle, read_only(flags))?))
     }
 
     /// Shared tail of mkdir, mknod and symlink: the new object `name` in `p`.

@@ -102,7 +102,7 @@ fn stale_temporaries_go_unless_open_fresh_linked_or_not_regular() {
     }
     let c = core(p, 1 << 30);
     let ino = c.lookup(ROOT, OsStr::new("open.tmp")).unwrap().ino;
-    let fh = c.open(ino, libc::O_RDONLY).unwrap();
+    let fh = c.open(ino, libc::O_RDONLY).unwrap().fh;
     let r = Reconciler::new(HOUR).pass(&c);
     assert_eq!(r.stale_removed, 2, "{r:?}");
     for gone in ["a.bin_1f2e.tmp", "h.bin.tmp.12.34.5678"] {
@@ -133,7 +133,7 @@ fn an_open_file_unlinked_behind_the_daemon_stays_counted_until_closed() {
     let c = core(d.path(), 1 << 30);
     store(&c, "k.bin", &[1u8; 64 << 10]);
     let ino = c.lookup(ROOT, OsStr::new("k.bin")).unwrap().ino;
-    let fh = c.open(ino, libc::O_RDONLY).unwrap();
+    let fh = c.open(ino, libc::O_RDONLY).unwrap().fh;
     let before = c.accounts().lock().usage();
     std::fs::remove_file(d.path().join("k.bin")).unwrap();
     let r = Reconciler::new(HOUR).pass(&c);
