@@ -11,11 +11,14 @@
 //! 2. open its directory beneath BACKING without following symlinks, take the
 //!    directory's stripe;
 //! 3. `fstatat` the name: still the same `(dev, ino)` with one link?
-//! 4. ledger: `begin_evict` (fails if an open pinned it meanwhile; an open
+//! 4. ledger: `begin_removal` (fails if an open pinned it meanwhile; an open
 //!    that comes after sees `Evicting` and answers ENOENT);
 //! 5. truncate to 0 (the kernel may still hold an fd-backed inode), `unlinkat`,
 //!    ledger `finish_evict`; emptied directories are queued for removal;
 //! 6. release the stripe, queue the kernel invalidation of the name.
+//!
+//! Steps 2–6 are [`Core::remove_verified`], which stale temporaries and
+//! emptied directories are removed with too.
 
 use std::ffi::CString;
 use std::os::fd::AsFd;
@@ -27,6 +30,7 @@ use fuser::Errno;
 
 use super::Core;
 use crate::key::{FileKey, key_of};
+use crate::ledger::Removal;
 use crate::stats::Stats;
 use crate::sys;
 
@@ -65,22 +69,22 @@ impl Core {
             Stats::add(&self.stats.evict_skipped, 1);
             None
         };
-        let skip_open = || {
-            Stats::add(&self.stats.evict_skipped_open, 1);
-            skip("opened meanwhile")
+        let check = |st: &libc::stat| match () {
+            _ if key_of(st) == key && st.st_nlink == 1 => Ok((key, Removal::Block)),
+            _ if key_of(st) == key => Err(Kept::Linked),
+            _ => Err(Kept::Replaced),
         };
-        let Some(Parent { dir, key: dkey, dir_rel, name, c }) = self.parent_of(rel) else {
-            self.accounts.lock().forget_path(key);
-            return skip("directory gone, or not beneath BACKING");
-        };
-        let guard = self.dirlocks.lock(&[dkey]);
-        match sys::fstatat(dir.as_fd(), &c) {
-            Ok(st) if key_of(&st) == key && st.st_nlink == 1 => {}
-            Ok(st) if key_of(&st) == key => {
+        let done = match self.remove_verified(rel, check) {
+            Ok(done) => done,
+            Err(Kept::NoParent) => {
+                self.accounts.lock().forget_path(key);
+                return skip("directory gone, or not beneath BACKING");
+            }
+            Err(Kept::Linked) => {
                 self.accounts.lock().park(key);
                 return skip("has another hard link");
             }
-            _ => {
+            Err(Kept::Replaced | Kept::Missing) => {
                 // Removed or replaced behind the daemon: its bytes may still
                 // be counted. Keep the name (the reconcile pass verifies it
                 // and drops the entry at once), stop choosing it, and ask for
@@ -89,35 +93,73 @@ impl Core {
                 self.reconcile.request();
                 return skip("name now holds another file");
             }
-        }
-        if !self.accounts.lock().begin_evict(key) {
-            return skip_open();
-        }
-        // Truncate first: the kernel may still hold the inode (our O_PATH fd
-        // lives until its FORGET), and an unlinked inode keeps its blocks while
-        // any fd refers to it. Nothing through the mount has it open (checked
-        // just above), so its bytes can go now and usage stays exact.
-        if let Ok(fd) = sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0) {
-            let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&fd), 0);
-        }
-        let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
-            Ok(()) => self.accounts.lock().finish_evict(key),
-            Err(e) if e == Errno::ENOENT => {
-                self.accounts.lock().finish_evict(key);
-                return skip("already removed");
+            Err(Kept::Busy) => {
+                Stats::add(&self.stats.evict_skipped_open, 1);
+                return skip("opened meanwhile");
             }
-            Err(e) => {
-                self.accounts.lock().abort_evict(key);
+            Err(Kept::AlreadyGone) => return skip("already removed"),
+            Err(Kept::Failed(e)) => {
                 crate::warn_limited!("eviction could not remove {}: {e:?}; skipping it", rel.display());
                 return skip("unlink failed");
             }
         };
         Stats::add(&self.stats.evictions, 1);
-        Stats::add(&self.stats.evicted_bytes, freed);
+        Stats::add(&self.stats.evicted_bytes, done.freed);
+        if let Some(dir_rel) = rel.parent() {
+            self.empty_dirs.lock().push((dir_rel.to_path_buf(), 0));
+        }
+        Some((done.freed, done.ticket))
+    }
+
+    /// The one protocol by which the daemon removes an object of BACKING
+    /// (eviction, stale temporaries, emptied directories): opens `rel`'s
+    /// directory beneath BACKING (no symlink followed), takes its stripe,
+    /// `fstatat`s the name and lets `check` decide (it returns the key and
+    /// what is removed, or why to keep it); then ledger `begin_removal`
+    /// (refused for an open file; an open after it answers ENOENT), truncate
+    /// a file to 0 (the kernel may still hold an fd-backed inode), `unlinkat`
+    /// (`AT_REMOVEDIR` for a directory), ledger `finish_evict` or
+    /// `abort_evict`; releases the stripe and queues the kernel invalidation
+    /// of the name. Errors: [`Kept`], why nothing was removed.
+    pub(crate) fn remove_verified(
+        &self,
+        rel: &Path,
+        check: impl FnOnce(&libc::stat) -> Result<(FileKey, Removal), Kept>,
+    ) -> Result<Removed, Kept> {
+        let Some(Parent { dir, key: dkey, name, c, .. }) = self.parent_of(rel) else {
+            return Err(Kept::NoParent);
+        };
+        let guard = self.dirlocks.lock(&[dkey]);
+        let st = sys::fstatat(dir.as_fd(), &c).map_err(|_| Kept::Missing)?;
+        let (key, what) = check(&st)?;
+        // An emptied directory is removed even if the ledger does not know it.
+        if !self.accounts.lock().begin_removal(key, what) && what != Removal::Dir {
+            return Err(Kept::Busy);
+        }
+        let flags = if what == Removal::Dir {
+            libc::AT_REMOVEDIR
+        } else {
+            // Nothing through the mount has it open (checked just above), so
+            // its bytes can go now and usage stays exact.
+            if let Ok(fd) = sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0) {
+                let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&fd), 0);
+            }
+            0
+        };
+        let freed = match sys::unlinkat(dir.as_fd(), &c, flags) {
+            Ok(()) => self.accounts.lock().finish_evict(key),
+            Err(e) if e == Errno::ENOENT && what != Removal::Dir => {
+                self.accounts.lock().finish_evict(key);
+                return Err(Kept::AlreadyGone);
+            }
+            Err(e) => {
+                self.accounts.lock().abort_evict(key);
+                return Err(Kept::Failed(e));
+            }
+        };
         drop(guard);
-        self.empty_dirs.lock().push((dir_rel.to_path_buf(), 0));
-        let last = self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()));
-        Some((freed, last))
+        let ticket = self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()));
+        Ok(Removed { freed, ticket })
     }
 
     /// Opens the directory holding `rel` (beneath BACKING, no symlink
@@ -128,7 +170,7 @@ impl Core {
         let dir = sys::open_beneath(self.root().fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY).ok()?;
         let key = key_of(&sys::fstat(dir.as_fd()).ok()?);
         let c = CString::new(name.as_bytes()).ok()?;
-        Some(Parent { dir, key, dir_rel, name, c })
+        Some(Parent { dir, key, name, c })
     }
 
     /// Removes directories that eviction left empty, up to but not including
@@ -143,34 +185,32 @@ impl Core {
         let batch = std::mem::take(&mut *self.empty_dirs.lock());
         let mut retry = Vec::new();
         for (rel, tries) in batch {
-            let Some(Parent { dir: parent, key: pkey, dir_rel: parent_rel, name, c }) = self.parent_of(&rel) else {
-                continue;
+            let check = |st: &libc::stat| {
+                if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_nlink > 2 {
+                    return Err(Kept::Replaced);
+                }
+                let dkey = key_of(st);
+                if self.inodes.ino_of(&dkey).is_some() {
+                    return Err(Kept::Busy);
+                }
+                Ok((dkey, Removal::Dir))
             };
-            let g = self.dirlocks.lock(&[pkey]);
-            let Ok(st) = sys::fstatat(parent.as_fd(), &c) else { continue };
-            if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_nlink > 2 {
-                continue;
-            }
-            let dkey = key_of(&st);
-            if self.inodes.ino_of(&dkey).is_some() {
-                drop(g);
-                if tries < 60 {
-                    if let Some(pino) = self.inodes.ino_of(&pkey) {
-                        self.inval.push(pino, name.to_os_string());
+            match self.remove_verified(&rel, check) {
+                Ok(_) => {
+                    if let Some(parent_rel) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+                        retry.push((parent_rel.to_path_buf(), 0));
+                    }
+                }
+                Err(Kept::Busy) if tries < 60 => {
+                    // The kernel still holds the directory: ask it to drop the entry.
+                    if let Some(p) = self.parent_of(&rel) {
+                        if let Some(pino) = self.inodes.ino_of(&p.key) {
+                            self.inval.push(pino, p.name.to_os_string());
+                        }
                     }
                     retry.push((rel.clone(), tries + 1));
                 }
-                continue;
-            }
-            self.accounts.lock().begin_remove_dir(dkey);
-            if sys::unlinkat(parent.as_fd(), &c, libc::AT_REMOVEDIR).is_err() {
-                self.accounts.lock().abort_evict(dkey);
-            } else {
-                self.accounts.lock().finish_evict(dkey);
-                drop(g);
-                if !parent_rel.as_os_str().is_empty() {
-                    retry.push((parent_rel.to_path_buf(), 0));
-                }
+                Err(_) => {}
             }
         }
         retry.sort();
@@ -179,11 +219,38 @@ impl Core {
     }
 }
 
+/// Why [`Core::remove_verified`] kept an object.
+#[derive(Debug)]
+pub(crate) enum Kept {
+    /// Its directory is gone, or not beneath BACKING.
+    NoParent,
+    /// The name is gone.
+    Missing,
+    /// The name holds another object, or one not to remove (the check said).
+    Replaced,
+    /// The object has another hard link.
+    Linked,
+    /// It is open, or (for a directory) still known to the kernel.
+    Busy,
+    /// Someone else removed it between the check and the unlink.
+    AlreadyGone,
+    /// The unlink failed with this errno.
+    Failed(Errno),
+}
+
+/// What [`Core::remove_verified`] removed.
+pub(crate) struct Removed {
+    /// Bytes returned to the budget.
+    pub(crate) freed: u64,
+    /// The invalidation ticket of the name (see `crate::notify`), if the
+    /// kernel knows the directory.
+    pub(crate) ticket: Option<u64>,
+}
+
 /// The directory of a path relative to BACKING, opened: see [`Core::parent_of`].
 pub(crate) struct Parent<'a> {
     pub(crate) dir: std::os::fd::OwnedFd,
     pub(crate) key: FileKey,
-    pub(crate) dir_rel: &'a Path,
     pub(crate) name: &'a std::ffi::OsStr,
     pub(crate) c: CString,
 }

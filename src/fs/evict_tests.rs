@@ -78,3 +78,35 @@ fn a_request_that_can_never_fit_evicts_nothing() {
     c.release(fh);
     assert!(d.path().join("a.bin").exists(), "nothing may be evicted for a request that cannot fit");
 }
+
+#[test]
+fn remove_verified_keeps_what_the_check_or_the_ledger_refuses() {
+    use super::Kept;
+    use crate::key::key_of;
+    use crate::ledger::Removal;
+    use std::path::Path;
+
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    store(&c, "a.bin", &[1u8; 8192]);
+    let rel = Path::new("a.bin");
+    let block = |st: &libc::stat| Ok((key_of(st), Removal::Block));
+    assert!(matches!(c.remove_verified(rel, |_| Err(Kept::Replaced)), Err(Kept::Replaced)));
+    assert!(matches!(c.remove_verified(Path::new("no/a.bin"), block), Err(Kept::NoParent)));
+    assert!(matches!(c.remove_verified(Path::new("b.bin"), block), Err(Kept::Missing)));
+    // An open file is never removed.
+    let ino = c.lookup(ROOT, OsStr::new("a.bin")).unwrap().ino;
+    let fh = c.open(ino, libc::O_RDONLY).unwrap().fh;
+    assert!(matches!(c.remove_verified(rel, block), Err(Kept::Busy)));
+    assert!(d.path().join("a.bin").exists());
+    c.release(fh);
+    let before = c.accounts().lock().usage();
+    let done = c.remove_verified(rel, block).unwrap();
+    assert!(done.freed >= 8192);
+    assert!(!d.path().join("a.bin").exists());
+    assert_eq!(c.accounts().lock().usage(), before - done.freed);
+    // An empty directory, even one the ledger never saw.
+    std::fs::create_dir(d.path().join("e")).unwrap();
+    c.remove_verified(Path::new("e"), |st| Ok((key_of(st), Removal::Dir))).unwrap();
+    assert!(!d.path().join("e").exists());
+}

@@ -54,6 +54,7 @@ use stamps::Stamper;
 pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
 pub use data::{DirStream, backing_flags, write_growth};
 pub use evict::INVAL_WAIT;
+pub(crate) use evict::Kept;
 pub use meta::{StatFs, Xattr};
 
 /// Result of a core operation: a value or the errno to answer.

@@ -114,24 +114,4 @@ impl Ledger {
             self.entries.lru_put_hot(k);
         }
     }
-
-    /// The atomic check before removing a stale temporary file (not a block):
-    /// succeeds, marking the entry `Evicting` so that an open racing the
-    /// removal answers ENOENT, only if it is live with no open handle. An
-    /// unknown key is first indexed with `size` bytes. Called with the file's
-    /// directory stripe held and its name verified; finish with
-    /// [`Ledger::finish_evict`] or [`Ledger::abort_evict`].
-    pub fn begin_remove(&mut self, key: FileKey, size: u64) -> bool {
-        if !self.entries.contains_key(&key) {
-            self.upsert(key, size, false, None, 0);
-        }
-        match self.entries.get_mut(&key) {
-            Some(e) if e.state == State::Live && e.opens == 0 => {
-                e.state = State::Evicting;
-                self.lru_pop(key);
-                true
-            }
-            _ => false,
-        }
-    }
 }

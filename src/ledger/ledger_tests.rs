@@ -82,12 +82,12 @@ fn reservations_count_against_the_cap() {
 #[test]
 fn open_before_evict_wins_the_race() {
     // An open pins the victim after the evictor took it but before the check:
-    // begin_evict must refuse, and the file stays.
+    // begin_removal must refuse, and the file stays.
     let mut l = Ledger::new(100);
     block(&mut l, 1, 10);
     let (key, _) = l.take_victim().unwrap();
     l.pin(key).unwrap();
-    assert!(!l.begin_evict(key));
+    assert!(!l.begin_removal(key, Removal::Block));
     assert_eq!(l.get(&key).unwrap().state, State::Live);
     l.unpin(key);
     assert_eq!(victims(&mut l), vec![1]);
@@ -100,7 +100,7 @@ fn open_after_evict_check_gets_gone() {
     let mut l = Ledger::new(100);
     block(&mut l, 1, 10);
     let (key, _) = l.take_victim().unwrap();
-    assert!(l.begin_evict(key));
+    assert!(l.begin_removal(key, Removal::Block));
     assert_eq!(l.pin(key), Err(Gone));
     assert_eq!(l.finish_evict(key), 10);
     assert_eq!(l.usage(), 0);
@@ -159,7 +159,7 @@ fn failed_unlink_parks_instead_of_wedging() {
     block(&mut l, 1, 10);
     block(&mut l, 2, 10);
     let (key, _) = l.take_victim().unwrap();
-    assert!(l.begin_evict(key));
+    assert!(l.begin_removal(key, Removal::Block));
     l.abort_evict(key);
     assert_eq!(victims(&mut l), vec![2]);
     assert_eq!(l.usage(), 20);
@@ -198,7 +198,7 @@ fn evictable_bytes_follow_the_lru() {
     assert_eq!(l.evictable_bytes(), 35);
     let (key, _) = l.take_victim().unwrap();
     assert_eq!(l.evictable_bytes(), 10);
-    assert!(l.begin_evict(key));
+    assert!(l.begin_removal(key, Removal::Block));
     l.finish_evict(key);
     l.remove(k(1));
     assert_eq!(l.evictable_bytes(), 0);
@@ -255,7 +255,7 @@ fn a_new_object_reusing_an_evicted_inode_number_is_kept() {
     let mut l = Ledger::new(1000);
     block(&mut l, 1, 100);
     let (key, _) = l.take_victim().unwrap();
-    assert!(l.begin_evict(key));
+    assert!(l.begin_removal(key, Removal::Block));
     // unlinked; the filesystem gives inode 1 to a directory made elsewhere
     l.fresh(k(1));
     l.upsert(k(1), 4, false, None, 0);
@@ -263,7 +263,7 @@ fn a_new_object_reusing_an_evicted_inode_number_is_kept() {
     assert_eq!(l.usage(), 4);
     assert!(l.get(&k(1)).is_some());
     // the same for an emptied directory the reaper removes
-    l.begin_remove_dir(k(1));
+    l.begin_removal(k(1), Removal::Dir);
     l.fresh(k(1));
     l.upsert(k(1), 8, true, Some(PathBuf::from("d/1.bin")), 0);
     l.finish_evict(k(1));
@@ -300,7 +300,7 @@ fn drop_unused_spares_open_and_evicting_entries() {
     l.pin(k(2)).unwrap();
     let (v, _) = l.take_victim().unwrap();
     assert_eq!(v, k(1));
-    assert!(l.begin_evict(v));
+    assert!(l.begin_removal(v, Removal::Block));
     let unused = l.unused_keys();
     assert_eq!(unused, vec![k(3)], "only live, unopened entries are candidates");
     assert_eq!(l.drop_unused(k(2)), 0, "an open file is never dropped");
@@ -359,13 +359,13 @@ fn begin_remove_refuses_an_open_file_and_guards_an_unknown_one() {
     let mut l = Ledger::new(1000);
     l.upsert(k(1), 10, false, Some("a.tmp".into()), 0);
     l.pin(k(1)).unwrap();
-    assert!(!l.begin_remove(k(1), 10), "an open temporary is never removed");
+    assert!(!l.begin_removal(k(1), Removal::Stale { size: 10 }), "an open temporary is never removed");
     l.unpin(k(1));
-    assert!(l.begin_remove(k(1), 10));
+    assert!(l.begin_removal(k(1), Removal::Stale { size: 10 }));
     assert_eq!(l.pin(k(1)), Err(Gone), "an open racing the removal answers ENOENT");
     assert_eq!(l.finish_evict(k(1)), 10);
     // unknown to the ledger: indexed, then guarded the same way
-    assert!(l.begin_remove(k(2), 30));
+    assert!(l.begin_removal(k(2), Removal::Stale { size: 30 }));
     assert_eq!(l.usage(), 30);
     assert_eq!(l.pin(k(2)), Err(Gone));
     l.abort_evict(k(2));

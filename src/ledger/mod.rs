@@ -68,6 +68,20 @@ pub struct Ledger {
     indexing_bound: Option<u64>,
 }
 
+/// What the daemon is about to remove, for [`Ledger::begin_removal`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// The least recently used block file (eviction).
+    Block,
+    /// A stale temporary file of `size` allocated bytes (reconcile).
+    Stale {
+        /// Allocated bytes, to index it if the ledger does not know it.
+        size: u64,
+    },
+    /// A directory eviction left empty.
+    Dir,
+}
+
 /// Why [`Ledger::reserve`] refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refused {
@@ -481,7 +495,7 @@ impl Ledger {
 
     /// Takes the least recently used evictable block out of the LRU and
     /// returns it with the path to unlink. The caller verifies the name, then
-    /// calls [`Ledger::begin_evict`]; if it gives up it calls [`Ledger::park`]
+    /// calls [`Ledger::begin_removal`]; if it gives up it calls [`Ledger::park`]
     /// or [`Ledger::forget_path`].
     pub fn take_victim(&mut self) -> Option<(FileKey, PathBuf)> {
         while let Some(key) = self.entries.lru_pop_cold() {
@@ -511,12 +525,21 @@ impl Ledger {
         }
     }
 
-    /// The atomic check of eviction: succeeds, marking the entry `Evicting`,
-    /// only if it is still a live block with no open handle. Called with the
-    /// victim's directory lock held and the name verified.
-    pub fn begin_evict(&mut self, key: FileKey) -> bool {
+    /// The atomic check before the daemon removes an object (eviction of a
+    /// block, a stale temporary, an emptied directory): succeeds, marking the
+    /// entry `Evicting` (an open racing the removal answers ENOENT), only if
+    /// it is live with no open handle and, for [`Removal::Block`], still a
+    /// block. A stale temporary unknown to the ledger is first indexed with
+    /// its size. Called with the object's directory stripe held and its name
+    /// verified; finish with [`Ledger::finish_evict`] or [`Ledger::abort_evict`].
+    pub fn begin_removal(&mut self, key: FileKey, what: Removal) -> bool {
+        if let Removal::Stale { size } = what {
+            if !self.entries.contains_key(&key) {
+                self.upsert(key, size, false, None, 0);
+            }
+        }
         match self.entries.get_mut(&key) {
-            Some(e) if e.state == State::Live && e.block && e.opens == 0 => {
+            Some(e) if e.state == State::Live && e.opens == 0 && (what != Removal::Block || e.block) => {
                 e.state = State::Evicting;
                 self.lru_pop(key);
                 true
@@ -532,16 +555,6 @@ impl Ledger {
         match self.entries.get(&key) {
             Some(e) if e.state == State::Evicting => self.remove(key).map_or(0, |e| e.size),
             _ => 0,
-        }
-    }
-
-    /// Marks an empty directory about to be removed by the daemon (`Evicting`),
-    /// so that [`Ledger::finish_evict`] after the rmdir drops only this entry.
-    pub fn begin_remove_dir(&mut self, key: FileKey) {
-        if let Some(e) = self.entries.get_mut(&key) {
-            if e.state == State::Live && e.opens == 0 {
-                e.state = State::Evicting;
-            }
         }
     }
 

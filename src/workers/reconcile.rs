@@ -25,7 +25,8 @@
 //!    temporary ([`TMP_PATTERNS`]), with one link, an mtime older than
 //!    `stale_tmp` (default 1 h; 0 disables) and no open handle through the
 //!    mount, with eviction's protocol: name verified under the stripe, ledger
-//!    `begin_remove` (an open racing it answers ENOENT), truncate, unlink.
+//!    `begin_removal` (an open racing it answers ENOENT), truncate, unlink
+//!    (`Core::remove_verified`, the protocol eviction uses).
 //!    Until then they count toward usage like every file.
 //!
 //! Then the evictor is woken if usage is above the high watermark, so two
@@ -43,9 +44,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use fuser::Errno;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
-use crate::fs::Core;
+use crate::fs::{Core, Kept};
 use crate::key::FileKey;
 use crate::key::key_of;
+use crate::ledger::Removal;
 use crate::stats::Stats;
 use crate::sys;
 
@@ -379,38 +381,24 @@ fn invalidate(core: &Core, dkey: FileKey, rel: &Path) {
 /// module docs). Returns the bytes freed, or None when it was kept (renamed,
 /// replaced, touched, opened, or could not be removed).
 fn remove_stale(core: &Core, key: FileKey, rel: &Path, cutoff: i128) -> Option<u64> {
-    let p = core.parent_of(rel)?;
-    let guard = core.dirlocks.lock(&[p.key]);
-    let st = sys::fstatat(p.dir.as_fd(), &p.c).ok()?;
-    let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
-    if key_of(&st) != key || !regular || st.st_nlink != 1 || mtime_ns(&st) >= cutoff {
-        return None;
-    }
-    if !core.accounts().lock().begin_remove(key, sys::allocated(&st)) {
-        return None;
-    }
-    // As eviction does: the kernel may still hold the inode, so free the bytes first.
-    if let Ok(fd) = sys::openat(p.dir.as_fd(), &p.c, libc::O_WRONLY, 0) {
-        let _ = sys::ftruncate(fd.as_raw_fd(), 0);
-    }
-    let freed = match sys::unlinkat(p.dir.as_fd(), &p.c, 0) {
-        Ok(()) => core.accounts().lock().finish_evict(key),
-        Err(e) if e == Errno::ENOENT => {
-            core.accounts().lock().finish_evict(key);
-            return None;
+    let check = |st: &libc::stat| {
+        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+        if key_of(st) != key || !regular || st.st_nlink != 1 || mtime_ns(st) >= cutoff {
+            return Err(Kept::Replaced);
         }
-        Err(e) => {
-            core.accounts().lock().abort_evict(key);
-            log::warn!("could not remove stale temporary {}: {e:?}; keeping it", rel.display());
-            return None;
-        }
+        Ok((key, Removal::Stale { size: sys::allocated(st) }))
     };
-    drop(guard);
-    log::debug!("removed stale temporary {}", rel.display());
-    if let Some(pino) = core.inodes.ino_of(&p.key) {
-        core.inval.push(pino, p.name.to_os_string());
+    match core.remove_verified(rel, check) {
+        Ok(done) => {
+            log::debug!("removed stale temporary {}", rel.display());
+            Some(done.freed)
+        }
+        Err(Kept::Failed(e)) => {
+            log::warn!("could not remove stale temporary {}: {e:?}; keeping it", rel.display());
+            None
+        }
+        Err(_) => None,
     }
-    Some(freed)
 }
 
 /// Shortest time between the end of one pass and a pass asked for by
