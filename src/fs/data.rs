@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr, INodeNo, TimeOrNow};
 
-use super::{Core, Handle, OpResult, attr, sys};
+use super::{Core, Handle, OpResult, attr_of, sys};
 use crate::stats::Stats;
 
 /// Flags (`open(2)` bits) for opening the backing file on a client's behalf.
@@ -222,7 +222,7 @@ impl Core {
             check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), ts.as_ptr(), 0) })?;
         }
         let st = sys::fstat(i.fd())?;
-        Ok(attr(i.ino, &st))
+        Ok(attr_of(&i, &st))
     }
 
     /// OPENDIR: opens the backing directory for reading.

@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use fuser::{Errno, FileAttr, INodeNo};
 
 use super::control::XATTR_PREFIX;
-use super::{Core, OpResult, attr, inode::ROOT_INO, sys};
+use super::{Core, OpResult, attr_of, inode::ROOT_INO, sys};
 
 /// What STATFS answers: the budget as the filesystem's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,7 @@ impl Core {
             Some(Ok(h)) => sys::fstat(std::os::fd::AsFd::as_fd(&h.fd))?,
             _ => sys::fstat(i.fd())?,
         };
-        Ok(attr(i.ino, &st))
+        Ok(attr_of(&i, &st))
     }
 
     /// READLINK: the stored target, never resolved.
