@@ -39,6 +39,22 @@ impl Core {
         Ok(attr_of(&i, &st))
     }
 
+    /// The permission bits to create an object with under `parent`, from
+    /// the client's `mode` and `umask` (sent unapplied: FUSE_DONT_MASK). As
+    /// POSIX.1e and acl(5) ("Object creation and default ACLs") say: under a
+    /// directory with a default ACL the umask is ignored (the backing kernel
+    /// then masks `mode` with that ACL itself), otherwise it is applied. The
+    /// daemon's own umask is 0, so the backing kernel adds nothing. A parent
+    /// the daemon no longer holds gets the umask (its create fails anyway).
+    pub fn creation_mode(&self, parent: INodeNo, mode: u32, umask: u32) -> u32 {
+        let Ok(p) = self.inode(parent) else { return mode & !umask };
+        let name = OsStr::new("system.posix_acl_default");
+        match sys::xattr::get(p.fd().as_raw_fd(), name, &mut []) {
+            Ok(n) if n > 0 => mode,
+            _ => mode & !umask,
+        }
+    }
+
     /// READLINK: the stored target, never resolved.
     pub fn readlink(&self, ino: INodeNo) -> OpResult<Vec<u8>> {
         sys::readlink_fd(self.inode(ino)?.fd())
