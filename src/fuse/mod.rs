@@ -26,6 +26,9 @@ const MAX_STACK_DEPTH: u32 = 2;
 pub struct BoundFs {
     core: Arc<Core>,
     ttl: Duration,
+    /// FUSE_DONT_MASK was negotiated: CREATE, MKDIR and MKNOD carry the
+    /// client's umask unapplied (see [`Core::creation_mode`]).
+    dont_mask: bool,
 }
 
 impl BoundFs {
@@ -34,7 +37,13 @@ impl BoundFs {
     /// `passthrough` is set and the kernel and our privileges allow it.
     pub fn new(core: Arc<Core>, ttl: Duration, passthrough: bool) -> Self {
         core.enable_passthrough(passthrough);
-        BoundFs { core, ttl }
+        BoundFs { core, ttl, dont_mask: false }
+    }
+
+    /// The mode to create an object with under `parent`: the kernel applied
+    /// the umask already unless FUSE_DONT_MASK was negotiated.
+    fn creation_mode(&self, parent: INodeNo, mode: u32, umask: u32) -> u32 {
+        if self.dont_mask { self.core.creation_mode(parent, mode, umask) } else { mode & !umask }
     }
 
     /// Finishes an OPEN or CREATE the core planned: registers the handle's
@@ -98,6 +107,10 @@ impl Filesystem for BoundFs {
         // and max_pages to match; the kernel caps both at
         // fs.fuse.max_pages_limit pages (256 = 1 MiB by default), so requests
         // are as large as this kernel allows.
+        // The umask must not be applied under a directory with a default ACL
+        // (POSIX.1e); the kernel applies it to every create unless the
+        // daemon takes it over (fs/fuse/dir.c, FUSE_DONT_MASK).
+        self.dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
         if self.core.passthrough_enabled() && unsafe { libc::geteuid() } != 0 {
             // FUSE_DEV_IOC_BACKING_OPEN needs CAP_SYS_ADMIN (fs/fuse/backing.c).
             self.core.no_passthrough("not root: registering backing files needs CAP_SYS_ADMIN");
@@ -165,14 +178,14 @@ impl Filesystem for BoundFs {
     }
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
-        match self.core.mknod(parent, name, mode & !umask, rdev, who(req)) {
+        match self.core.mknod(parent, name, self.creation_mode(parent, mode, umask), rdev, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "mknod", e),
         }
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        match self.core.mkdir(parent, name, mode & !umask, who(req)) {
+        match self.core.mkdir(parent, name, self.creation_mode(parent, mode, umask), who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "mkdir", e),
         }
@@ -401,7 +414,7 @@ impl Filesystem for BoundFs {
     ) {
         let answer = self
             .core
-            .create(parent, name, mode & !umask, flags, who(req))
+            .create(parent, name, self.creation_mode(parent, mode, umask), flags, who(req))
             .and_then(|(a, o)| Ok((a, self.answer(o, |fd| reply.open_backing(fd))?)));
         let (ttl, g) = (&self.ttl, Generation(0));
         match answer {
