@@ -582,3 +582,7 @@ mod reconcile_support;
 #[cfg(test)]
 #[path = "ledger_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "ledger_model_tests.rs"]
+mod model_tests;

@@ -122,6 +122,8 @@ impl Table {
         self.free = i;
         self.len -= 1;
         let mut e = std::mem::replace(&mut s.entry, Entry::placeholder());
+        // The slot is free now: iter and values_mut must skip it.
+        s.entry.used = false;
         e.used = false;
         Some(e)
     }
