@@ -3,6 +3,7 @@
 //! See README.md for usage and `fs` for the lock order.
 
 pub mod cache;
+pub mod claim;
 pub mod cli;
 pub mod config;
 pub mod ctl;
