@@ -117,19 +117,45 @@ fn alive(point: &Path) -> bool {
 }
 
 /// `(source, mount point)` of every `fuse.boundfs` mount in
-/// /proc/self/mountinfo (proc(5): field 5 is the mount point with octal
-/// escapes; fstype and source follow " - ").
+/// /proc/self/mountinfo.
 pub fn boundfs_mounts() -> Vec<(String, PathBuf)> {
+    mounts().into_iter().filter(|m| m.fstype == "fuse.boundfs").map(|m| (m.source, m.point)).collect()
+}
+
+/// One line of /proc/self/mountinfo.
+#[derive(Debug, Clone)]
+pub struct MountEntry {
+    /// The mount point (unescaped).
+    pub point: PathBuf,
+    /// The filesystem type (`ext4`, `fuse.boundfs` …).
+    pub fstype: String,
+    /// The source (for boundfs: BACKING, canonical), unescaped.
+    pub source: String,
+}
+
+/// Every mount in /proc/self/mountinfo, in its order (proc(5): field 5 is
+/// the mount point with octal escapes; fstype and source follow " - ").
+/// Empty if it cannot be read.
+pub fn mounts() -> Vec<MountEntry> {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
     info.lines()
         .filter_map(|line| {
             let (left, right) = line.split_once(" - ")?;
-            let point = unescape(left.split(' ').nth(4)?);
+            let point = PathBuf::from(unescape(left.split(' ').nth(4)?));
             let mut r = right.split(' ');
-            let (fstype, source) = (r.next()?, r.next()?);
-            (fstype == "fuse.boundfs").then(|| (unescape(source), PathBuf::from(point)))
+            let (fstype, source) = (r.next()?.to_string(), unescape(r.next()?));
+            Some(MountEntry { point, fstype, source })
         })
         .collect()
+}
+
+/// The filesystem type of the mount that holds `path` (canonical): the
+/// last-mounted entry with the longest mount point above it. Asks no
+/// filesystem anything (a stat or statfs could wait on a stopped FUSE daemon).
+pub fn fstype_of(path: &Path) -> Option<String> {
+    let all = mounts();
+    let best = all.iter().filter(|m| path.starts_with(&m.point)).map(|m| m.point.as_os_str().len()).max()?;
+    all.into_iter().rev().find(|m| path.starts_with(&m.point) && m.point.as_os_str().len() == best).map(|m| m.fstype)
 }
 
 /// Undoes mountinfo's octal escapes of space, tab, newline and backslash.

@@ -133,13 +133,15 @@ impl Atime {
         f
     }
 
-    /// The same as fusermount3 `-o` words (for mounts made without root).
+    /// The same as fusermount3 `-o` words (for mounts made without root),
+    /// without the default `relatime`, which fusermount3 does not know; it
+    /// refuses in one line what it cannot apply.
     pub fn words(&self) -> Vec<&'static str> {
-        let mut w = vec![match self.mode {
-            AtimeMode::Relatime => "relatime",
-            AtimeMode::Noatime => "noatime",
-            AtimeMode::Strictatime => "strictatime",
-        }];
+        let mut w = match self.mode {
+            AtimeMode::Relatime => vec![],
+            AtimeMode::Noatime => vec!["noatime"],
+            AtimeMode::Strictatime => vec!["strictatime"],
+        };
         if self.nodiratime {
             w.push("nodiratime");
         }
@@ -444,9 +446,15 @@ fn check_out_file(
 /// Warnings about options that are valid but probably not what the user
 /// wants, one line each, printed before the mount: a mountpoint that is not
 /// empty (its entries are hidden while mounted; mount(8) allows it, as
-/// fuse's `nonempty` became the default in fuse3).
+/// fuse's `nonempty` became the default in fuse3). Not checked when the
+/// mountpoint lies on a FUSE filesystem: listing it would wait on that
+/// filesystem's daemon, which may be stopped.
 pub fn warnings(opts: &Options) -> Vec<String> {
     let mut w = Vec::new();
+    let on_fuse = crate::claim::fstype_of(&opts.mountpoint).is_none_or(|t| t == "fuse" || t.starts_with("fuse."));
+    if on_fuse {
+        return w;
+    }
     if let Ok(mut rd) = std::fs::read_dir(&opts.mountpoint) {
         if let Some(Ok(first)) = rd.next() {
             let more = rd.count();
