@@ -18,7 +18,7 @@ use crate::status::{Status, bytes};
 pub struct StatusArgs {
     /// The mountpoint.
     pub mountpoint: PathBuf,
-    /// Print the status as one line of JSON (fields: see README, "Live status").
+    /// Print the status as one line of JSON (fields: docs/reference.md).
     #[arg(long)]
     pub json: bool,
 }
