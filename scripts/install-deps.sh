@@ -4,7 +4,8 @@
 #   scripts/install-deps.sh            what the demo needs: getfattr (attr) to
 #                                      read the status xattr, python3
 #   scripts/install-deps.sh --tests    also what only the tests use: fuse3 for
-#                                      fusermount3 (non-root mounts),
+#                                      fusermount3 (non-root mounts), setfacl
+#                                      (acl) for default-ACL modes (tests/sh/55),
 #                                      prometheus_client's parser (a second
 #                                      opinion on the metrics file), and from
 #                                      crates.io the File System eXerciser
@@ -17,7 +18,7 @@ TESTS=0
 for a in "$@"; do
     case "$a" in
         --tests) TESTS=1 ;;
-        -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "install-deps.sh: unknown argument '$a' (use --tests to add what the tests need)" >&2; exit 2 ;;
     esac
 done
@@ -27,6 +28,7 @@ command -v getfattr >/dev/null || need+=(attr)
 command -v python3 >/dev/null || need+=(python3)
 if ((TESTS)); then
     command -v fusermount3 >/dev/null || need+=(fuse3)
+    command -v setfacl >/dev/null || need+=(acl)
 fi
 if ((${#need[@]})); then
     echo "installing: ${need[*]}"
