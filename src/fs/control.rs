@@ -40,6 +40,8 @@ impl Core {
         Status {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backing: self.root_path.display().to_string(),
+            mountpoint: String::new(),
+            pid: std::process::id(),
             usage: c.usage,
             max_size: p.max_size,
             high_watermark: p.high_watermark,
