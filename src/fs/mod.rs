@@ -17,6 +17,7 @@ mod control;
 mod data;
 mod meta;
 mod namespace;
+mod recreate;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;

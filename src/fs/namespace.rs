@@ -53,14 +53,17 @@ impl Core {
         let c = sys::cname(name)?;
         let room = self.reserve(ENTRY_RESERVE, false)?;
         let open_flags = super::data::backing_flags(flags) & !(libc::O_CREAT | libc::O_EXCL);
-        let _g = self.dirlocks.lock(&[p.key]);
-        let (fd, created) = match sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL, mode) {
-            Ok(fd) => (fd, true),
-            Err(e) if e == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
-                (sys::openat(p.fd(), &c, open_flags, 0)?, false)
+        // A directory removed behind the daemon is recreated (see recreate.rs).
+        let (p, (_g, fd, created)) = self.in_dir(p, |p| {
+            let g = self.dirlocks.lock(&[p.key]);
+            match sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL, mode) {
+                Ok(fd) => Ok((g, fd, true)),
+                Err(e) if e == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
+                    Ok((g, sys::openat(p.fd(), &c, open_flags, 0)?, false))
+                }
+                Err(e) => Err(e),
             }
-            Err(e) => return Err(e),
-        };
+        })?;
         if created {
             self.chown_new(fd.as_fd(), who);
         }
@@ -102,8 +105,10 @@ impl Core {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
         let _room = self.reserve(ENTRY_RESERVE, false)?;
-        let _g = self.dirlocks.lock(&[p.key]);
-        sys::mkdirat(p.fd(), &c, mode)?;
+        let (p, _g) = self.in_dir(p, |p| {
+            let g = self.dirlocks.lock(&[p.key]);
+            sys::mkdirat(p.fd(), &c, mode).map(|()| g)
+        })?;
         self.made(&p, name, who)
     }
 
