@@ -16,7 +16,7 @@ use std::thread;
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::cache::ledger::{Kind, Ledger};
-use crate::cache::{evictor, policy::Policy, reconcile, scan};
+use crate::cache::{evictor, policy::Policy, reconcile, scan, watch};
 use crate::config::Options;
 use crate::fs::{Core, key_of, sys};
 use crate::fuse::BoundFs;
@@ -182,6 +182,10 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         let (c, rec) = (core.clone(), reconcile::Reconciler::new(opts.stale_tmp));
         let every = opts.reconcile_interval;
         workers.push(thread::Builder::new().name("reconcile".into()).spawn(move || reconcile::run(c, rec, every)));
+        let (c, s) = (core.clone(), stop.clone());
+        workers.push(
+            thread::Builder::new().name("watch".into()).spawn(move || watch::run(c, || s.load(Ordering::Relaxed))),
+        );
     }
     core.maybe_wake_evictor();
     log::info!(

@@ -10,3 +10,4 @@ pub mod stamp;
 pub mod table;
 #[cfg(test)]
 pub mod testing;
+pub mod watch;

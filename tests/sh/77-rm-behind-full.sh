@@ -42,5 +42,18 @@ assert_eq 30 "$(json_get "$r" loaded)" "blocks stored after the rm -rf, read bac
 n=$(find "$BACKING" -name '*.bin' | wc -l)
 assert_eq 30 "$n" "block files left in BACKING"
 log "(a) 30 of 30 stored and present; usage $(stats_field usage), du $(du_backing)"
+
+# (c) Status and du agree within a second of an rm -rf in BACKING, with no
+# request through the mount meanwhile (the inotify watch on BACKING asks for
+# a reconcile pass at once; the periodic one is 60 s away).
+rm -rf "${BACKING:?}"/*
+t0=$(date +%s%N)
+# One sample costs a getfattr and a du (no python: the machine is shared).
+usage_now() { stats_json | grep -o '"usage":[0-9]*' | cut -d: -f2; }
+agree() { [ "$(usage_now)" -le $(( $(du_backing) + 64 * 1024 )) ]; }
+poll_until 5 "status usage to match du after rm -rf in BACKING" agree
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+log "(c) status and du agree ${ms} ms after rm -rf: usage $(stats_field usage), du $(du_backing)"
+assert_le "$ms" 1000 "status and du agree within one second of rm -rf in BACKING"
 bfs_unmount
 log PASS
