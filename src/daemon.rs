@@ -73,6 +73,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     let index_root = sys::reopen(root_fd.as_fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
     let core =
         Arc::new(Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval));
+    core.unevictable.set_patterns(&opts.patterns);
 
     // Handlers go in before the mount exists: a signal sent as soon as the
     // mount is visible must unmount, not be lost (or ignored, as SIGINT is

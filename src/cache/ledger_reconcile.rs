@@ -17,6 +17,12 @@ impl Ledger {
         self.entries.iter().filter(|(_, e)| e.state == State::Live && e.opens == 0).map(|(k, _)| *k).collect()
     }
 
+    /// Bytes of usage that are not block files (regular files matching no
+    /// pattern, directories, symlinks …): what eviction can never free. O(index).
+    pub fn nonblock_bytes(&self) -> u64 {
+        self.entries.iter().filter(|(_, e)| !e.block).map(|(_, e)| e.size).sum()
+    }
+
     /// Whether a live block file the ledger counts has a path whose first
     /// component is one of `names` (top entries of BACKING removed behind
     /// the daemon: see `crate::cache::watch`). O(index), no allocation.

@@ -10,4 +10,5 @@ pub mod stamp;
 pub mod table;
 #[cfg(test)]
 pub mod testing;
+pub mod unevictable;
 pub mod watch;

@@ -91,6 +91,8 @@ pub struct Core {
     pub evict_wake: (Mutex<bool>, Condvar),
     /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
     pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
+    /// What eviction can't remove: non-block usage, files matching no pattern.
+    pub unevictable: crate::cache::unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).
     pub reconcile: crate::cache::reconcile::Waker,
     /// Signalled (with the ledger lock) when an open handle is released.
@@ -132,6 +134,7 @@ impl Core {
             evict_wake: (Mutex::new(false), Condvar::new()),
             empty_dirs: Mutex::new(Vec::new()),
             reconcile: Default::default(),
+            unevictable: Default::default(),
             released: Condvar::new(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),

@@ -78,6 +78,9 @@ impl Core {
         }
         let path_fd = sys::reopen(fd.as_fd(), libc::O_PATH)?;
         let block = self.is_block_name(name);
+        if created {
+            self.unevictable.written(name, block, false);
+        }
         let path = self.rel_path(p.fd(), name);
         self.ledger.lock().upsert(key, sys::allocated(&st), block, path, self.now());
         self.touch(key);
@@ -235,7 +238,11 @@ impl Core {
     fn moved(&self, st: &libc::stat, to: Option<&Path>, from: Option<&Path>, new_name: &OsStr) {
         let key = key_of(st);
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        let block = !is_dir && st.st_mode & libc::S_IFMT == libc::S_IFREG && self.is_block_name(new_name);
+        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+        let block = regular && self.is_block_name(new_name);
+        if regular && to.is_some() {
+            self.unevictable.written(new_name, block, false);
+        }
         {
             let mut l = self.ledger.lock();
             if is_dir {
