@@ -19,7 +19,7 @@ use fuser::Errno;
 
 use super::inode::Inode;
 use super::{Caller, Core, OpResult, key_of, sys};
-use crate::cache::ledger::Kind;
+use crate::ledger::Kind;
 
 impl Core {
     /// If the directory `p` was removed from BACKING behind the daemon (its

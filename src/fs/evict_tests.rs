@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 
 use fuser::Errno;
 
-use crate::cache::testing::{ME, ROOT, core, store};
+use crate::testing::{ME, ROOT, core, store};
 
 #[test]
 fn rename_into_the_victims_place_is_never_deleted() {
@@ -89,7 +89,7 @@ fn victims_deleted_behind_the_daemon_pay_for_the_write_not_live_blocks() {
     let m = std::fs::metadata(d.path().join("a.bin")).unwrap();
     let key_a = {
         use std::os::unix::fs::MetadataExt;
-        crate::cache::ledger::FileKey { dev: m.dev(), ino: m.ino() }
+        crate::key::FileKey { dev: m.dev(), ino: m.ino() }
     };
     // An operator removes the two oldest behind the daemon.
     std::fs::remove_file(d.path().join("a.bin")).unwrap();

@@ -24,7 +24,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::fs::{Core, sys};
+use crate::fs::Core;
+use crate::sys;
 
 /// A batch of events ends once none came for this long (an `rm -rf` in
 /// progress keeps it open, so one pass sees the whole removal).

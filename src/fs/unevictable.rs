@@ -10,7 +10,7 @@
 //!   the biggest non-block files and the `pattern` in force.
 //! - **Files written that match no pattern**: regular files created or
 //!   renamed into place through the mount (engine temporaries, see
-//!   `reconcile::TMP_PATTERNS`, left out) are counted; once at least
+//!   `crate::workers::reconcile::TMP_PATTERNS`, left out) are counted; once at least
 //!   [`HINT_MIN_FILES`] were and most of them match no pattern, status
 //!   (`pattern_warning`) and the log (once) say so, with an example name and
 //!   the option to set.
@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::fs::{Core, sys};
+use crate::fs::Core;
+use crate::sys;
 
 /// Files written since mount before the pattern hint may appear.
 pub const HINT_MIN_FILES: u64 = 10;
@@ -172,7 +173,7 @@ impl Unevictable {
     }
 }
 
-/// Whether `name` looks like an engine temporary: `reconcile::TMP_PATTERNS`
+/// Whether `name` looks like an engine temporary: `crate::workers::reconcile::TMP_PATTERNS`
 /// (`*.tmp`, `*.tmp.*`) without a glob matcher.
 pub fn is_tmp_name(name: &OsStr) -> bool {
     let b = name.as_bytes();
