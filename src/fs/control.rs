@@ -40,6 +40,8 @@ impl Core {
         Status {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backing: self.root_path.display().to_string(),
+            mountpoint: String::new(),
+            pid: std::process::id(),
             usage: c.usage,
             max_size: p.max_size,
             high_watermark: p.high_watermark,
@@ -72,6 +74,8 @@ impl Core {
             reconciles: Stats::get(&s.reconciles),
             reconcile_fixes: Stats::get(&s.reconcile_fixes),
             stale_tmp_removed: Stats::get(&s.stale_tmp_removed),
+            nonblock_warning: self.unevictable.nonblock_warning(),
+            pattern_warning: self.unevictable.pattern_warning(),
         }
     }
 

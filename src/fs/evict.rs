@@ -17,8 +17,11 @@
 //!    ledger `finish_evict`; emptied directories are queued for removal;
 //! 6. release the stripe, queue the kernel invalidation of the name.
 //!
-//! Steps 2–6 are [`Core::remove_verified`], which stale temporaries and
-//! emptied directories are removed with too.
+//! Stale temporaries and emptied directories are removed with the same steps
+//! 2–6 by [`Core::remove_verified`]. Eviction keeps its own copy for now: a
+//! victim that vanished behind the daemon has its bytes taken out under the
+//! stripe its check held (`Core::vanished`), which remove_verified does not
+//! hand back.
 
 use std::ffi::CString;
 use std::os::fd::AsFd;
@@ -69,46 +72,64 @@ impl Core {
             Stats::add(&self.stats.evict_skipped, 1);
             None
         };
-        let check = |st: &libc::stat| match () {
-            _ if key_of(st) == key && st.st_nlink == 1 => Ok((key, Removal::Block)),
-            _ if key_of(st) == key => Err(Kept::Linked),
-            _ => Err(Kept::Replaced),
+        let skip_open = || {
+            Stats::add(&self.stats.evict_skipped_open, 1);
+            skip("opened meanwhile")
         };
-        let done = match self.remove_verified(rel, check) {
-            Ok(done) => done,
-            Err(Kept::NoParent) => {
-                self.accounts.lock().forget_path(key);
-                return skip("directory gone, or not beneath BACKING");
+        let (dir, dkey, dir_rel, name, c) = match self.parent_of_checked(rel) {
+            Ok(Parent { dir, key, dir_rel, name, c }) => (dir, key, dir_rel, name, c),
+            Err(Some(_)) => {
+                // The directory is gone behind the daemon (rm -rf in BACKING):
+                // so is the victim's name. Its bytes stop counting now.
+                return self.vanished(key, rel, None);
             }
-            Err(Kept::Linked) => {
+            Err(None) => {
+                self.accounts.lock().forget_path(key);
+                return skip("directory unreadable, or not beneath BACKING");
+            }
+        };
+        let guard = self.dirlocks.lock(&[dkey]);
+        match sys::fstatat(dir.as_fd(), &c) {
+            Ok(st) if key_of(&st) == key && st.st_nlink == 1 => {}
+            Ok(st) if key_of(&st) == key => {
                 self.accounts.lock().park(key);
                 return skip("has another hard link");
             }
-            Err(Kept::Replaced | Kept::Missing) => {
-                // Removed or replaced behind the daemon: its bytes may still
-                // be counted. Keep the name (the reconcile pass verifies it
-                // and drops the entry at once), stop choosing it, and ask for
-                // that pass soon.
+            Ok(_) => return self.vanished(key, rel, Some((guard, dkey, name))),
+            Err(e) if vanished_errno(e) => return self.vanished(key, rel, Some((guard, dkey, name))),
+            Err(_) => {
                 self.accounts.lock().park(key);
-                self.reconcile.request();
-                return skip("name now holds another file");
+                return skip("name unreadable");
             }
-            Err(Kept::Busy) => {
-                Stats::add(&self.stats.evict_skipped_open, 1);
-                return skip("opened meanwhile");
+        }
+        if !self.accounts.lock().begin_removal(key, Removal::Block) {
+            return skip_open();
+        }
+        // Truncate first: the kernel may still hold the inode (our O_PATH fd
+        // lives until its FORGET), and an unlinked inode keeps its blocks while
+        // any fd refers to it. Nothing through the mount has it open (checked
+        // just above), so its bytes can go now and usage stays exact.
+        if let Ok(fd) = sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0) {
+            let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&fd), 0);
+        }
+        let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
+            Ok(()) => self.accounts.lock().finish_evict(key),
+            Err(e) if e == Errno::ENOENT => {
+                self.accounts.lock().finish_evict(key);
+                return skip("already removed");
             }
-            Err(Kept::AlreadyGone) => return skip("already removed"),
-            Err(Kept::Failed(e)) => {
+            Err(e) => {
+                self.accounts.lock().abort_evict(key);
                 crate::warn_limited!("eviction could not remove {}: {e:?}; skipping it", rel.display());
                 return skip("unlink failed");
             }
         };
         Stats::add(&self.stats.evictions, 1);
-        Stats::add(&self.stats.evicted_bytes, done.freed);
-        if let Some(dir_rel) = rel.parent() {
-            self.empty_dirs.lock().push((dir_rel.to_path_buf(), 0));
-        }
-        Some((done.freed, done.ticket))
+        Stats::add(&self.stats.evicted_bytes, freed);
+        drop(guard);
+        self.empty_dirs.lock().push((dir_rel.to_path_buf(), 0));
+        let last = self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()));
+        Some((freed, last))
     }
 
     /// The one protocol by which the daemon removes an object of BACKING
@@ -158,19 +179,81 @@ impl Core {
             }
         };
         drop(guard);
-        let ticket = self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()));
-        Ok(Removed { freed, ticket })
+        if let Some(pino) = self.inodes.ino_of(&dkey) {
+            self.inval.push(pino, name.to_os_string());
+        }
+        Ok(Removed { freed })
     }
 
     /// Opens the directory holding `rel` (beneath BACKING, no symlink
     /// followed) and returns it with its identity and `rel`'s last name.
     /// None: `rel` has no name, or its directory is gone or not beneath BACKING.
     pub(crate) fn parent_of<'a>(&self, rel: &'a Path) -> Option<Parent<'a>> {
-        let (name, dir_rel) = (rel.file_name()?, rel.parent()?);
-        let dir = sys::open_beneath(self.root().fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY).ok()?;
-        let key = key_of(&sys::fstat(dir.as_fd()).ok()?);
-        let c = CString::new(name.as_bytes()).ok()?;
-        Some(Parent { dir, key, name, c })
+        self.parent_of_checked(rel).ok()
+    }
+
+    /// [`Core::parent_of`], telling why not. Errors: `Some(errno)` when the
+    /// directory is gone from BACKING (ENOENT, ENOTDIR, or ELOOP/EXDEV for a
+    /// symlink swapped in on the way: `du` no longer reaches it either);
+    /// `None` for anything else (no name, EACCES, EMFILE …).
+    pub(crate) fn parent_of_checked<'a>(&self, rel: &'a Path) -> Result<Parent<'a>, Option<Errno>> {
+        let (Some(name), Some(dir_rel)) = (rel.file_name(), rel.parent()) else { return Err(None) };
+        let dir = match sys::open_beneath(self.root().fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY) {
+            Ok(d) => d,
+            Err(e) if vanished_errno(e) => return Err(Some(e)),
+            Err(_) => return Err(None),
+        };
+        let key = key_of(&sys::fstat(dir.as_fd()).map_err(|_| None)?);
+        let c = CString::new(name.as_bytes()).map_err(|_| None)?;
+        Ok(Parent { dir, key, dir_rel, name, c })
+    }
+
+    /// The victim `key` is no longer at `rel` in BACKING: deleted, replaced
+    /// or moved behind the daemon (an operator's `rm -rf`, a reaper). Its
+    /// bytes stop counting at once, so an inline eviction never removes a live
+    /// block to pay for bytes already free; the caller counts them as freed.
+    /// Kept instead (parked, and only its path forgotten) if the kernel's fd
+    /// on it shows it still has a name elsewhere. `held`: the stripe of the
+    /// directory the name was checked in (held, so no create or rename through
+    /// the mount can race the check), with the directory's key and the name,
+    /// whose cached kernel entry is then invalidated. Asks for an early
+    /// reconcile pass, which adopts the file again if it was only moved.
+    /// Returns the bytes taken out of usage, or None if none were.
+    fn vanished(
+        &self,
+        key: FileKey,
+        rel: &Path,
+        held: Option<(crate::fs::dirlock::DirGuard<'_>, FileKey, &std::ffi::OsStr)>,
+    ) -> Option<(u64, Option<u64>)> {
+        self.reconcile.request();
+        Stats::add(&self.stats.evict_skipped, 1);
+        let linked_elsewhere = self
+            .inodes
+            .ino_of(&key)
+            .and_then(|ino| self.inodes.get(ino))
+            .is_some_and(|i| sys::fstat(i.fd()).is_ok_and(|st| st.st_nlink > 0));
+        if linked_elsewhere {
+            log::debug!("eviction skipped {}: moved behind the daemon", rel.display());
+            self.accounts.lock().forget_path(key);
+            return None;
+        }
+        let freed = {
+            let mut l = self.accounts.lock();
+            // Only an entry still naming `rel` (a rename through the mount
+            // after the choice gave it another name, under another stripe).
+            if l.get(&key).and_then(|e| e.path.as_deref()) != Some(rel) {
+                return None;
+            }
+            l.drop_unused(key)
+        };
+        // An index entry corrected, as a reconcile pass would have.
+        Stats::add(&self.stats.reconcile_fixes, 1);
+        log::debug!("eviction found {} gone behind the daemon: {freed} bytes stop counting", rel.display());
+        let ticket = held.and_then(|(g, dkey, name)| {
+            drop(g);
+            self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()))
+        });
+        (freed > 0).then_some((freed, ticket))
     }
 
     /// Removes directories that eviction left empty, up to but not including
@@ -219,6 +302,12 @@ impl Core {
     }
 }
 
+/// Errnos meaning a name (or a directory on its path) is gone from BACKING:
+/// ENOENT, ENOTDIR, or ELOOP/EXDEV for a symlink swapped in on the way.
+pub(crate) fn vanished_errno(e: Errno) -> bool {
+    [libc::ENOENT, libc::ENOTDIR, libc::ELOOP, libc::EXDEV].contains(&e.code())
+}
+
 /// Why [`Core::remove_verified`] kept an object.
 #[derive(Debug)]
 pub(crate) enum Kept {
@@ -228,8 +317,6 @@ pub(crate) enum Kept {
     Missing,
     /// The name holds another object, or one not to remove (the check said).
     Replaced,
-    /// The object has another hard link.
-    Linked,
     /// It is open, or (for a directory) still known to the kernel.
     Busy,
     /// Someone else removed it between the check and the unlink.
@@ -242,15 +329,13 @@ pub(crate) enum Kept {
 pub(crate) struct Removed {
     /// Bytes returned to the budget.
     pub(crate) freed: u64,
-    /// The invalidation ticket of the name (see `crate::notify`), if the
-    /// kernel knows the directory.
-    pub(crate) ticket: Option<u64>,
 }
 
 /// The directory of a path relative to BACKING, opened: see [`Core::parent_of`].
 pub(crate) struct Parent<'a> {
     pub(crate) dir: std::os::fd::OwnedFd,
     pub(crate) key: FileKey,
+    pub(crate) dir_rel: &'a Path,
     pub(crate) name: &'a std::ffi::OsStr,
     pub(crate) c: CString,
 }
