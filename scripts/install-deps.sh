@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # Installs what boundfs's demo and tests use from Debian: getfattr (attr) to
-# read the status xattr, fuse3 for fusermount3 (non-root mounts), the real
-# programs the 8x-real-*.sh scenarios run (sqlite3, git, rsync, setfacl from
-# acl) and, when the python3 that runs the tests has no `test` package,
-# Debian's libpython3.X-testsuite (CPython's own tests, tests/sh/83), and
-# prometheus_client's parser (a second opinion on the metrics file); and from
+# read the status xattr, setfacl (acl) for default-ACL modes (tests/sh/55),
+# fuse3 for fusermount3 (non-root mounts), the real programs the
+# 8x-real-*.sh scenarios run (sqlite3, git, rsync) and, when the python3 that
+# runs the tests has no `test` package, Debian's libpython3.X-testsuite
+# (CPython's own tests, tests/sh/83), and prometheus_client's parser (a
+# second opinion on the metrics file); and from
 # crates.io the File System eXerciser (fsx, pinned) that tests/sh/65-fsx.sh
 # runs.  Idempotent: what is already there (same fsx version) is skipped.
 set -euo pipefail
 FSX_VERSION=0.3.2
 need=()
 command -v getfattr >/dev/null || need+=(attr)
+command -v setfacl >/dev/null || need+=(acl)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v python3 >/dev/null || need+=(python3)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
 command -v git >/dev/null || need+=(git)
 command -v rsync >/dev/null || need+=(rsync)
-command -v setfacl >/dev/null || need+=(acl)
 # CPython's tests: pyenv and python.org builds ship them; Debian's python3
 # needs the testsuite package of its own version (tests/sh/83 uses whichever
 # python3 has them, the one on PATH first)
