@@ -10,8 +10,9 @@ use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr, INodeNo, TimeOrNow};
 
-use super::{Core, Handle, OpResult, attr_of, sys};
+use super::{Core, Handle, OpResult, attr_of};
 use crate::stats::Stats;
+use crate::sys;
 
 /// Flags (`open(2)` bits) for opening the backing file on a client's behalf.
 /// Not forwarded:
@@ -71,7 +72,7 @@ impl Core {
                 // invalidation reach the kernel first, so a stat right after
                 // this ENOENT agrees (an eviction from create or mkdir does
                 // not wait for it). Bounded, as for a write that evicted.
-                self.inval.wait_all(crate::cache::evictor::INVAL_WAIT);
+                self.inval.wait_all(crate::fs::INVAL_WAIT);
             }
         })
     }
