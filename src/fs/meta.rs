@@ -159,7 +159,7 @@ impl Core {
     fn acl_set_mode(&self, ino: INodeNo, name: &OsStr) {
         if name.as_encoded_bytes() == ACL_ACCESS {
             let t = self.inval.push_attrs(ino.0);
-            self.inval.wait(t, crate::cache::evictor::INVAL_WAIT);
+            self.inval.wait(t, crate::fs::INVAL_WAIT);
         }
     }
 }
