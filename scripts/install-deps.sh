@@ -28,3 +28,35 @@ if ! [ -x "$fsx" ] || [ "$("$fsx" --version 2>/dev/null)" != "fsx $FSX_VERSION" 
     echo "installing fsx $FSX_VERSION (cargo install)"
     cargo install --quiet --locked fsx --version "$FSX_VERSION"
 fi
+
+# The engines' own storage code (vLLM, SGLang, LMCache from PyPI, CPU torch),
+# which tests/real-engines drive against a mount: a pinned set installed with
+# --no-deps (the engines' full dependency sets pull CUDA kernels that need a
+# GPU) into its own venv, about 7 GiB.  The set is ../shared/real-engines/
+# requirements.txt beside the repository (the same file CI gets); a stamp with
+# its sha256 makes a second run skip the install.  BOUNDFS_ENGINES_REQ names
+# another requirements file (a worktree whose parent has no shared/);
+# BOUNDFS_ENGINES_VENV moves the venv; BOUNDFS_SKIP_REAL_ENGINES=1 skips it
+# (the real-engine stage then SKIPs).
+REQ=${BOUNDFS_ENGINES_REQ:-$(cd "$(dirname "$0")/.." && pwd)/../shared/real-engines/requirements.txt}
+VENV=${BOUNDFS_ENGINES_VENV:-/opt/boundfs-engines}
+if [ -n "${BOUNDFS_SKIP_REAL_ENGINES:-}" ]; then
+    echo "real engines: skipped (BOUNDFS_SKIP_REAL_ENGINES set)"
+elif ! [ -f "$REQ" ]; then
+    echo "install-deps: $REQ not found: put the project's shared/ folder beside the repository, set BOUNDFS_ENGINES_REQ to the file, or set BOUNDFS_SKIP_REAL_ENGINES=1 to skip the real-engine tests" >&2
+    exit 1
+else
+    want=$(sha256sum "$REQ" | cut -d' ' -f1)
+    if [ "$(cat "$VENV/.boundfs-requirements.sha256" 2>/dev/null)" != "$want" ]; then
+        echo "installing the real-engine set into $VENV (about 7 GiB, several minutes)"
+        if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
+            apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        fi
+        rm -rf "$VENV"
+        python3 -m venv "$VENV"
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
+            --no-deps -r "$REQ"
+        echo "$want" >"$VENV/.boundfs-requirements.sha256"
+    fi
+fi
