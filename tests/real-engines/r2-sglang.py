@@ -122,6 +122,8 @@ class Driver:
         log("%s: %d requests, %d pages stored (%.1fx max_size), %d refused, gets %d exact / %d clean misses"
             % (self.what, self.c["requests"], self.c["stored"], stored_bytes / MAX, self.c["refused"],
                self.c["exact"], self.c["missed"]))
+        check(self.c["refused"] == 0, "%s: set() refused %d of %d times (with min_free_space: statfs f_bavail must "
+              "count what boundfs can evict)" % (self.what, self.c["refused"], self.c["refused"] + self.c["stored"]))
         check(stored_bytes >= 3 * MAX, "%s: only %d bytes stored" % (self.what, stored_bytes))
         return self.c
 
@@ -137,7 +139,6 @@ def main(m, backing):
     a = Driver(m, storage(root, "model/A", enable_metadata_cache=True, metadata_ttl=3600), "A")
     first = page_key("A0", 0)
     c = a.run(convs=4, turns=6, growth=4)
-    check(c["refused"] == 0, "A: set() refused %d times" % c["refused"])
     check(not os.path.exists(a.backing_path(first)), "A: the first page was never evicted")
     check(a.h.exists(first), "A: the metadata cache no longer says the first page exists")
     got = a.h.get(first, torch.zeros(PAGE // 2, dtype=torch.bfloat16))
@@ -151,8 +152,6 @@ def main(m, backing):
     log("before B: f_bfree %d bytes, f_bavail %d bytes" % (v.f_bfree * v.f_frsize, v.f_bavail * v.f_frsize))
     b = Driver(m, storage(root, "model/B", min_free_space=MIN_FREE), "B")
     c = b.run(convs=4, turns=6, growth=4)
-    check(c["refused"] == 0, "B: min_free_space refused %d of %d set() on a mount full of evictable pages "
-          "(statfs f_bavail must count what boundfs can evict)" % (c["refused"], c["refused"] + c["stored"]))
     for k in totals:
         totals[k] += c[k]
 
@@ -162,7 +161,6 @@ def main(m, backing):
     check(cs.h._evictor.max_size_bytes == total - 8_000_000,
           "C: SGLang's cap %d, expected the statfs total %d minus min_free_space" % (cs.h._evictor.max_size_bytes, total))
     c = cs.run(convs=4, turns=6, growth=4)
-    check(c["refused"] == 0, "C: set() refused %d times" % c["refused"])
     for k in totals:
         totals[k] += c[k]
 
