@@ -15,7 +15,7 @@ the one to evict its files. With that setting, asserted:
   max_size stored) load exact bytes, never raise;
 - BACKING's usage, sampled atomically every 2 ms, never exceeds max_size + 1 MiB;
 - every file LMCache indexes is still in BACKING at the end (boundfs evicted
-  nothing behind it), and the newest chunks are hits.
+  nothing behind it), the newest chunks are hits, and no temporary is left.
 """
 import asyncio
 import hashlib
@@ -127,6 +127,8 @@ def main(m, backing):
     check(all(e.disk.contains(k) for k in last), "the newest chunks are not hits")
     sample = backing.stop_sampler()
     realfix.check_peak(sample, MAX, "LMCache")
+    left = realfix.temporaries(m.backing)
+    check(not left, "temporaries left in BACKING: %s" % left[:5])
     m.check_budget()
     e.disk.close()
     log("LMCache: %d requests, %d chunks (%d MiB) stored = %.1fx max_size, loads %d exact / %d clean misses, "
