@@ -1,20 +1,44 @@
 #!/usr/bin/env bash
-# Installs what boundfs's demo and tests use from Debian: getfattr (attr) to
-# read the status xattr, fuse3 for fusermount3 (non-root mounts), and
-# prometheus_client's parser (a second opinion on the metrics file); and from
-# crates.io the File System eXerciser (fsx, pinned) that tests/sh/65-fsx.sh
-# runs.  Idempotent: what is already there (same fsx version) is skipped.
+# Installs what boundfs needs from Debian.
+#
+#   scripts/install-deps.sh            what the demo needs: getfattr (attr) to
+#                                      read the status xattr, python3
+#   scripts/install-deps.sh --tests    also what only the tests use: fuse3 for
+#                                      fusermount3 (non-root mounts), setfacl
+#                                      (acl) for default-ACL modes (tests/sh/55),
+#                                      prometheus_client's parser (a second
+#                                      opinion on the metrics file), and from
+#                                      crates.io the File System eXerciser
+#                                      (fsx, pinned) that tests/sh/65-fsx.sh
+#                                      runs (about 2 minutes of compiling), and
+#                                      the real engines' venv (vLLM, SGLang,
+#                                      LMCache; 7 GiB, about 3 minutes; see
+#                                      below)
+#
+# Idempotent: what is already there (same fsx version) is skipped.
 set -euo pipefail
+TESTS=0
+for a in "$@"; do
+    case "$a" in
+        --tests) TESTS=1 ;;
+        -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+        *) echo "install-deps.sh: unknown argument '$a' (use --tests to add what the tests need)" >&2; exit 2 ;;
+    esac
+done
 FSX_VERSION=0.3.2
 need=()
 command -v getfattr >/dev/null || need+=(attr)
-command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v python3 >/dev/null || need+=(python3)
+if ((TESTS)); then
+    command -v fusermount3 >/dev/null || need+=(fuse3)
+    command -v setfacl >/dev/null || need+=(acl)
+fi
 if ((${#need[@]})); then
     echo "installing: ${need[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+((TESTS)) || exit 0
 # prometheus_client's parser cross-checks the metrics file (tests/sh/63); pip,
 # so that it lands in the python3 the tests run (which may not be Debian's).
 if ! python3 -c 'import prometheus_client' 2>/dev/null; then
@@ -24,7 +48,7 @@ if ! python3 -c 'import prometheus_client' 2>/dev/null; then
 fi
 fsx=$(command -v fsx || echo "${CARGO_HOME:-$HOME/.cargo}/bin/fsx")
 if ! [ -x "$fsx" ] || [ "$("$fsx" --version 2>/dev/null)" != "fsx $FSX_VERSION" ]; then
-    # about 45 s of compiling on 2 idle cores (100 s on busy ones), once per machine
+    # about 45 s of compiling on 2 idle cores (140 s on busy ones), once per machine
     echo "installing fsx $FSX_VERSION (cargo install)"
     cargo install --quiet --locked fsx --version "$FSX_VERSION"
 fi
