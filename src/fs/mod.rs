@@ -23,6 +23,8 @@ mod control;
 mod data;
 mod meta;
 mod namespace;
+mod recreate;
+pub mod unevictable;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -93,6 +95,8 @@ pub struct Core {
     evict_wake: Signal,
     /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
     pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
+    /// What eviction can't remove: non-block usage, files matching no pattern.
+    pub unevictable: unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).
     pub reconcile: crate::wake::Waker,
     /// The start-up index's report once it is complete (`None` while it runs).
@@ -136,6 +140,7 @@ impl Core {
             evict_wake: Signal::default(),
             empty_dirs: Mutex::new(Vec::new()),
             reconcile: Default::default(),
+            unevictable: Default::default(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
             io: IoModes::new(false),
