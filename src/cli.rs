@@ -16,7 +16,7 @@ use crate::config::{self, ConfigError, Options, err};
     about = "Mount BACKING at MOUNTPOINT with a hard byte budget: least recently used block files are evicted",
     after_help = "Example: boundfs /data/kv /mnt/kv -o max_size=24G\n\
                   Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
-                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, allow_other, \
+                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, allow_other, shared, flush, \
                   metrics_file, metrics_interval, reconcile_interval, stale_tmp (and mount(8)'s rw, noexec, exec, nofail, _netdev, x-* ...).\n\
                   Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE"
 )]
@@ -57,6 +57,13 @@ pub struct Args {
     /// Kernel passthrough of reads (Linux >= 6.9, root): auto or off [default: auto].
     #[arg(long, value_name = "auto|off")]
     pub passthrough: Option<String>,
+    /// One of several mounts (one per node) over one shared BACKING on a distributed filesystem.
+    #[arg(long)]
+    pub shared: bool,
+    /// FLUSH closes a duplicate of the backing fd (close-to-open on network filesystems):
+    /// auto, on or off [default: auto: on for NFS, CephFS, Lustre, FUSE clients such as JuiceFS].
+    #[arg(long, value_name = "auto|on|off")]
+    pub flush: Option<String>,
     /// How long the kernel caches entries, misses and attributes [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub attr_timeout: Option<String>,
@@ -90,6 +97,7 @@ const KEYS: &[&str] = &[
     "metrics_interval",
     "reconcile_interval",
     "stale_tmp",
+    "flush",
 ];
 
 /// mount(8)/fstab options that are not boundfs's: accepted, ignored. (A
@@ -130,7 +138,7 @@ pub fn known_option(item: &str) -> bool {
     is_key(k)
         || MOUNT_GENERIC.contains(&k)
         || k.starts_with("x-")
-        || matches!(k, "allow_other" | "ro" | "rw" | "exec" | "noexec" | "")
+        || matches!(k, "allow_other" | "shared" | "ro" | "rw" | "exec" | "noexec" | "")
 }
 
 /// Turns parsed argv into validated [`Options`]. Errors: the first bad value,
@@ -153,11 +161,13 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
     flag("metrics_interval", &args.metrics_interval, &mut kv);
     flag("reconcile_interval", &args.reconcile_interval, &mut kv);
     flag("stale_tmp", &args.stale_tmp, &mut kv);
+    flag("flush", &args.flush, &mut kv);
     for p in &args.pattern {
         kv.push(("pattern".into(), p.clone()));
     }
     let mut allow_other = args.allow_other;
     let mut noexec = false;
+    let mut shared = args.shared;
     for group in &args.opts {
         for item in group.split(',') {
             let (k, v) = match item.split_once('=') {
@@ -176,6 +186,9 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                         "ro is not supported: boundfs changes BACKING itself (eviction, recency stamps); mount rw",
                     );
                 }
+                ("shared", None) if shared => return err("option shared is given twice; give it once"),
+                ("shared", None) => shared = true,
+                ("shared", Some(_)) => return err("option shared takes no value: -o shared"),
                 ("rw", None) => {}
                 ("noexec", None) => noexec = true,
                 ("exec", None) => noexec = false,
@@ -188,12 +201,14 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                 }
                 (k, Some(v)) if is_key(k) => kv.push((k.to_string(), v.to_string())),
                 (k, _) => {
-                    return err(format!("unknown option '{k}'; known: {}, allow_other", KEYS.join(", ")));
+                    return err(format!("unknown option '{k}'; known: {}, allow_other, shared", KEYS.join(", ")));
                 }
             }
         }
     }
-    build(args.backing, args.mountpoint, args.foreground, allow_other, noexec, &kv)
+    let mut o = build(args.backing, args.mountpoint, args.foreground, allow_other, noexec, &kv)?;
+    o.shared = shared;
+    Ok(o)
 }
 
 fn is_key(k: &str) -> bool {
@@ -265,6 +280,10 @@ fn build(
         Some(v) => config::parse_interval("stale_tmp", v, std::time::Duration::from_secs(1))?,
         None => config::DEFAULT_STALE_TMP,
     };
+    let flush = match get("flush") {
+        Some(v) => config::parse_flush(v)?,
+        None => config::FlushMode::Auto,
+    };
     let (backing, mountpoint) = config::check_paths(&backing, &mountpoint)?;
     let metrics_file = match get("metrics_file") {
         Some(v) => Some(config::check_metrics_file(std::path::Path::new(v), &backing, &mountpoint)?),
@@ -288,6 +307,8 @@ fn build(
         noexec,
         metrics_file,
         metrics_interval,
+        shared: false,
+        flush,
     })
 }
 

@@ -17,6 +17,7 @@ mod control;
 mod data;
 mod meta;
 mod namespace;
+pub mod shared;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -94,6 +95,12 @@ pub struct Core {
     pub reconcile: crate::cache::reconcile::Waker,
     /// Signalled (with the ledger lock) when an open handle is released.
     pub released: Condvar,
+    /// `-o shared`: opens hold a flock and eviction takes one (see [`shared`]).
+    /// Set once, before the mount serves.
+    pub shared: bool,
+    /// FLUSH closes a duplicate of the backing fd (see [`Core::flush`]). Set
+    /// once, before the mount serves.
+    pub flush_backing: bool,
     /// The start-up index's report once it is complete (`None` while it runs).
     index: (Mutex<Option<ScanReport>>, Condvar),
     handles: RwLock<HashMap<u64, Arc<Handle>>>,
@@ -132,6 +139,8 @@ impl Core {
             empty_dirs: Mutex::new(Vec::new()),
             reconcile: Default::default(),
             released: Condvar::new(),
+            shared: false,
+            flush_backing: false,
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
             dirs: RwLock::new(HashMap::new()),
