@@ -171,3 +171,27 @@ impl Core {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    #[test]
+    fn flush_is_off_on_a_local_filesystem_unless_forced() {
+        let d = tempfile::tempdir().unwrap();
+        let f = std::fs::File::open(d.path()).unwrap();
+        assert_eq!(commits_at_close(f.as_fd()), None, "the test directory is on a local filesystem");
+        assert!(!flush_needed(FlushMode::Auto, f.as_fd()));
+        assert!(flush_needed(FlushMode::On, f.as_fd()));
+        assert!(!flush_needed(FlushMode::Off, f.as_fd()));
+    }
+
+    #[test]
+    fn fuse_nfs_ceph_and_lustre_commit_at_close() {
+        for name in ["fuse", "nfs", "ceph", "lustre"] {
+            assert!(COMMIT_AT_CLOSE.iter().any(|(_, n)| *n == name), "{name}");
+        }
+    }
+}

@@ -49,12 +49,12 @@ shared_cleanup() {
     for k in "${!SHARED_JFS[@]}"; do
         p=${SHARED_JFS[$k]}
         umount -l "$BFS_TMP/jfs$k" 2>/dev/null
-        [ -n "$p" ] && kill -TERM "$p" 2>/dev/null
+        [ -n "$p" ] && kill -TERM -- "-$p" 2>/dev/null
     done
     for k in "${!SHARED_JFS[@]}"; do
         p=${SHARED_JFS[$k]}
         [ -n "$p" ] || continue
-        bfs_wait_exit "$p" 5 || { kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; }
+        bfs_wait_exit "$p" 5 || { kill -KILL -- "-$p" 2>/dev/null; wait "$p" 2>/dev/null; }
     done
     if [ -n "$SHARED_REDIS" ]; then
         kill -TERM "$SHARED_REDIS" 2>/dev/null
@@ -122,10 +122,13 @@ shared_local() {
 # jfs_mount K: start node K's JuiceFS client (in its namespace, if any) at
 # $BFS_TMP/jfsK and wait until it serves
 jfs_mount() {
-    local k=$1 mp="$BFS_TMP/jfs$k" pre=()
+    local k=$1 pre=()
+    local mp="$BFS_TMP/jfs$k"
     mkdir -p "$mp" "$BFS_TMP/jfscache$k"
     [ -n "${SHARED_NS_OF[$k]:-}" ] && pre=(nsenter "--net=/run/netns/${SHARED_NS_OF[$k]}")
-    "${pre[@]}" "$JUICEFS" mount --no-usage-report --no-syslog --cache-size 0 --enable-xattr --backup-meta 0 \
+    # its own session: `juicefs mount` is a supervisor and a serving child,
+    # killed together by process group
+    setsid "${pre[@]}" "$JUICEFS" mount --no-usage-report --no-syslog --cache-size 0 --enable-xattr --backup-meta 0 \
         --no-bgjob --cache-dir "$BFS_TMP/jfscache$k" --metrics "127.0.0.1:$(_free_port)" \
         "${SHARED_META[$k]}" "$mp" >"$BFS_TMP/jfs$k.$SECONDS.log" 2>&1 </dev/null &
     SHARED_JFS[k]=$!
@@ -137,10 +140,11 @@ jfs_mount() {
     done
 }
 
-# jfs_kill K: SIGKILL node K's JuiceFS client (its mount is left dead)
+# jfs_kill K: SIGKILL node K's JuiceFS client, supervisor and child (its
+# mount is left dead)
 jfs_kill() {
     local p=${SHARED_JFS[$1]}
-    kill -KILL "$p"
+    kill -KILL -- "-$p"
     bfs_wait_exit "$p" 10 || fail "JuiceFS client $1 survived SIGKILL"
     SHARED_JFS[$1]=""
 }
