@@ -119,6 +119,15 @@ impl Core {
                     crate::warn_limited!("BACKING refuses flock ({e:?}): other nodes may evict files open here");
                     return Ok(());
                 }
+                // NFS emulates flock with POSIX locks, and a read lock needs
+                // read access: a write-only handle (a store in progress) goes
+                // on unprotected.
+                Err(e) if e == Errno::EBADF => {
+                    crate::warn_limited!(
+                        "BACKING refuses LOCK_SH on write-only opens (NFS): other nodes may evict them"
+                    );
+                    return Ok(());
+                }
                 Err(e) => return Err(e),
             }
         }
