@@ -166,6 +166,11 @@ impl Core {
             return Err(Errno::ENOSYS);
         }
         let h = self.handle(fh)?;
+        // A read-only handle has nothing to commit.
+        let mode = unsafe { libc::fcntl(h.fd.as_raw_fd(), libc::F_GETFL) };
+        if mode >= 0 && mode & libc::O_ACCMODE == libc::O_RDONLY {
+            return Ok(());
+        }
         let dup = unsafe { libc::dup(h.fd.as_raw_fd()) };
         if dup < 0 {
             return Err(Errno::from(std::io::Error::last_os_error()));

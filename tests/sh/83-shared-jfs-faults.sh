@@ -21,7 +21,7 @@ node_mount 2 "max_size=1G,reconcile_interval=0"
 # held open through node 2 (the holder is left waiting)
 hold_on_2() {
     local i
-    for i in 0 1 2 3 4 5; do mkblock "$MNT1/$1$i.bin" 2M; done
+    mkblocks "$MNT1" "$1" 0 5
     rm -f "$BFS_TMP/ready"
     $BLOCKS hold --ready "$BFS_TMP/ready" --go "$BFS_TMP/never" --timeout 300 --size 2M \
         "$MNT2/${1}0.bin" "$MNT2/${1}1.bin" "$MNT2/${1}2.bin" "$MNT2/${1}3.bin" >/dev/null 2>&1 &
@@ -30,10 +30,7 @@ hold_on_2() {
     poll_until 60 "node 2 holding ${1}0..3 open" test -e "$BFS_TMP/ready"
 }
 # store_on_1 PREFIX N: N blocks through node 1, every one must be stored
-store_on_1() {
-    local i
-    for i in $(seq 1 "$2"); do mkblock "$MNT1/$1$i.bin" 2M; done
-}
+store_on_1() { mkblocks "$MNT1" "$1" 1 "$2"; }
 
 # -- 1. boundfs SIGKILLed holding locks
 hold_on_2 a

@@ -103,6 +103,22 @@ node_kill() {
     umount -l "$BFS_TMP/mnt$k" 2>/dev/null
 }
 
+# mkblocks DIR PREFIX FIRST LAST: blocks DIR/PREFIX{FIRST..LAST}.bin of 2 MiB
+# (blocks.py content, seeded by name) from one python process; fails the
+# scenario on the first error
+mkblocks() {
+    BFS_HELPERS=$BFS_HELPERS $PY - "$@" <<'PY' || fail "storing $2$3..$2$4 in $1"
+import os, sys
+sys.path.insert(0, os.environ["BFS_HELPERS"])
+from blocks import content
+d, prefix, first, last = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+for i in range(first, last + 1):
+    name = "%s%d" % (prefix, i)
+    with open(os.path.join(d, name + ".bin"), "wb") as f:
+        f.write(content(2 << 20, name))
+PY
+}
+
 # node_stat K FIELD: one field of node K's live stats
 node_stat() {
     getfattr --absolute-names --only-values -n user.boundfs.stats "$BFS_TMP/mnt$1" |
@@ -216,13 +232,13 @@ held_open_case() {
     local i rc
     node_mount 1 "max_size=16M,reconcile_interval=0"
     node_mount 2 "max_size=16M,reconcile_interval=0"
-    for i in 0 1 2 3 4 5; do mkblock "$MNT1/held$i.bin" 2M; done
+    mkblocks "$MNT1" held 0 5
     $BLOCKS hold --ready "$BFS_TMP/ready" --go "$BFS_TMP/go" --timeout 300 --size 2M \
         "$MNT2"/held{0,1,2,3}.bin >"$BFS_TMP/hold.out" 2>&1 &
     local hp=$!
     bfs_bg "$hp"
     poll_until 60 "node 2 holding four blocks open" test -e "$BFS_TMP/ready"
-    for i in $(seq 0 23); do mkblock "$MNT1/new$i.bin" 2M; done
+    mkblocks "$MNT1" new 0 23
     local ev
     ev=$(node_stat 1 evictions)
     assert_ge "$ev" 10 "node 1 evictions under 3x its budget"
