@@ -10,8 +10,9 @@ use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr, INodeNo, TimeOrNow};
 
-use super::{Core, Handle, OpResult, attr, sys};
+use super::{Core, Handle, OpResult, attr};
 use crate::stats::Stats;
+use crate::sys;
 
 /// Flags for opening the backing file on a client's behalf. O_DIRECT is not
 /// forwarded: the daemon's buffers are not aligned, and the client's own
@@ -64,7 +65,7 @@ impl Core {
                 // invalidation reach the kernel first, so a stat right after
                 // this ENOENT agrees (an eviction from create or mkdir does
                 // not wait for it). Bounded, as for a write that evicted.
-                self.inval.wait_all(crate::cache::evictor::INVAL_WAIT);
+                self.inval.wait_all(crate::fs::INVAL_WAIT);
             }
         })
     }

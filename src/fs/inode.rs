@@ -22,8 +22,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::RwLock;
 
-use super::{key_of, sys};
-use crate::cache::ledger::FileKey;
+use crate::key::FileKey;
+use crate::key::key_of;
+use crate::sys;
 
 /// FUSE inode number of the mountpoint's root (fixed by the protocol).
 pub const ROOT_INO: u64 = 1;

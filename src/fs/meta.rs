@@ -8,7 +8,8 @@ use std::os::fd::AsRawFd;
 use fuser::{Errno, FileAttr, INodeNo};
 
 use super::control::XATTR_PREFIX;
-use super::{Core, OpResult, attr, inode::ROOT_INO, sys};
+use super::{Core, OpResult, attr, inode::ROOT_INO};
+use crate::sys;
 
 /// What STATFS answers: the budget as the filesystem's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,9 @@
 
 pub mod dirlock;
 pub mod inode;
-pub mod sys;
+pub mod stamps;
+
+mod evict;
 
 mod control;
 mod data;
@@ -31,17 +33,20 @@ use fuser::{Errno, FileAttr, FileType, INodeNo};
 use globset::GlobSet;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::cache::ledger::{FileKey, Kind, Ledger, Refused};
-use crate::cache::policy::Policy;
-use crate::cache::scan::ScanReport;
-use crate::cache::stamp::Stamper;
+use crate::key::{FileKey, key_of};
+use crate::ledger::policy::Policy;
+use crate::ledger::{Kind, Ledger, Refused};
 use crate::notify::Invalidator;
 use crate::stats::Stats;
+use crate::status::ScanReport;
+use crate::sys;
 use dirlock::DirLocks;
 use inode::{Inode, InodeTable};
+use stamps::Stamper;
 
 pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
 pub use data::{DirStream, backing_flags, write_growth};
+pub use evict::INVAL_WAIT;
 pub use meta::{StatFs, Xattr};
 
 /// Result of a core operation: a value or the errno to answer.
@@ -92,7 +97,7 @@ pub struct Core {
     /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
     pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
     /// Wakes the reconcile thread (stop, or an early pass).
-    pub reconcile: crate::cache::reconcile::Waker,
+    pub reconcile: crate::wake::Waker,
     /// Signalled (with the ledger lock) when an open handle is released.
     pub released: Condvar,
     /// `-o shared`: opens hold a flock and eviction takes one (see [`shared`]).
@@ -113,8 +118,8 @@ pub struct Core {
 
 impl Core {
     /// A core over the BACKING directory open at `root_fd` (an `O_PATH`
-    /// directory fd), with a ledger that is either built (`cache::scan::scan`)
-    /// or being built (`Ledger::start_indexing`, then `cache::scan::index`).
+    /// directory fd), with a ledger that is either built (`workers::scan::scan`)
+    /// or being built (`Ledger::start_indexing`, then `workers::scan::index`).
     pub fn new(
         root_path: PathBuf,
         root_fd: OwnedFd,
@@ -384,11 +389,6 @@ impl Drop for Reservation<'_> {
             self.core.ledger.lock().release(self.bytes);
         }
     }
-}
-
-/// Backing identity of a stat result.
-pub fn key_of(st: &libc::stat) -> FileKey {
-    FileKey { dev: st.st_dev, ino: st.st_ino }
 }
 
 fn time(secs: i64, nsecs: i64) -> SystemTime {

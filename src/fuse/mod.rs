@@ -2,6 +2,8 @@
 //! operation, reply. Every error goes out through [`reply_err`], which logs
 //! unexpected errnos once at debug level.
 
+pub mod passthrough;
+
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -16,8 +18,8 @@ use fuser::{
 };
 
 use crate::fs::{Caller, Core, Xattr};
-use crate::passthrough::{IoModes, Mode, Plan};
 use crate::stats::Stats;
+use passthrough::{IoModes, Mode, Plan};
 
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
 /// filesystem (overlayfs, as in most containers); nothing stacks on boundfs.
