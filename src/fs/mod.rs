@@ -429,6 +429,18 @@ pub fn attr(ino: u64, st: &libc::stat) -> FileAttr {
     }
 }
 
+/// Attributes of `i` for a GETATTR or SETATTR reply: as [`attr`], except
+/// that the root reports the backing root's `st_ino` like every other inode
+/// (its node id is fixed at 1 by the protocol, but these replies carry no
+/// node id, and readdir's `d_ino` of "." is the backing number).
+pub fn attr_of(i: &Inode, st: &libc::stat) -> FileAttr {
+    let mut a = attr(i.ino, st);
+    if i.ino == inode::ROOT_INO {
+        a.ino = INodeNo(st.st_ino);
+    }
+    a
+}
+
 /// The `AsFd` of a handle, for brevity at call sites.
 impl AsFd for Handle {
     fn as_fd(&self) -> BorrowedFd<'_> {
