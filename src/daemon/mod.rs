@@ -121,6 +121,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         if opts.noexec {
             cfg.mount_options.push(MountOption::NoExec);
         }
+        cfg.mount_options.extend(opts.atime.words().into_iter().map(|w| MountOption::CUSTOM(w.into())));
         fuser::Session::new(fs, &opts.mountpoint, &cfg)
     }
     // fusermount3's message ends with a newline: keep the error one line.
@@ -285,7 +286,7 @@ fn mount_kernel(opts: &Options) -> std::io::Result<std::os::fd::OwnedFd> {
         if opts.allow_other { ",allow_other" } else { "" }
     );
     let (src, target, data) = (cpath(&opts.backing)?, cpath(&opts.mountpoint)?, std::ffi::CString::new(data)?);
-    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+    let mut flags = libc::MS_NOSUID | libc::MS_NODEV | opts.atime.mount_flags();
     if opts.noexec {
         flags |= libc::MS_NOEXEC;
     }

@@ -50,7 +50,7 @@ impl Core {
         // was tried.
         let mut tried = std::collections::HashSet::new();
         while freed < bytes {
-            let Some((key, path)) = self.ledger.lock().take_victim() else {
+            let Some((key, path)) = self.accounts.lock().take_victim() else {
                 break;
             };
             if !tried.insert(key) {
@@ -81,14 +81,14 @@ impl Core {
             skip("opened meanwhile")
         };
         let Some(Parent { dir, key: dkey, dir_rel, name, c }) = self.parent_of(rel) else {
-            self.ledger.lock().forget_path(key);
+            self.accounts.lock().forget_path(key);
             return skip("directory gone, or not beneath BACKING");
         };
         let guard = self.dirlocks.lock(&[dkey]);
         match sys::fstatat(dir.as_fd(), &c) {
             Ok(st) if key_of(&st) == key && st.st_nlink == 1 => {}
             Ok(st) if key_of(&st) == key => {
-                self.ledger.lock().park(key);
+                self.accounts.lock().park(key);
                 return skip("has another hard link");
             }
             _ => {
@@ -96,12 +96,12 @@ impl Core {
                 // be counted. Keep the name (the reconcile pass verifies it
                 // and drops the entry at once), stop choosing it, and ask for
                 // that pass soon.
-                self.ledger.lock().park(key);
+                self.accounts.lock().park(key);
                 self.reconcile.request();
                 return skip("name now holds another file");
             }
         }
-        if !self.ledger.lock().begin_evict(key) {
+        if !self.accounts.lock().begin_evict(key) {
             return skip_open();
         }
         // Truncate first: the kernel may still hold the inode (our O_PATH fd
@@ -116,11 +116,11 @@ impl Core {
                 Ok(fd) if sys::fstat(fd.as_fd()).is_ok_and(|st| key_of(&st) == key) && self.lock_victim(fd.as_fd()) => {
                 }
                 Err(e) if *e == Errno::ENOENT => {
-                    self.ledger.lock().finish_evict(key);
+                    self.accounts.lock().finish_evict(key);
                     return skip("already removed");
                 }
                 _ => {
-                    self.ledger.lock().abort_evict(key);
+                    self.accounts.lock().abort_evict(key);
                     self.touch(key);
                     return skip_open();
                 }
@@ -130,13 +130,13 @@ impl Core {
             let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(fd), 0);
         }
         let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
-            Ok(()) => self.ledger.lock().finish_evict(key),
+            Ok(()) => self.accounts.lock().finish_evict(key),
             Err(e) if e == Errno::ENOENT => {
-                self.ledger.lock().finish_evict(key);
+                self.accounts.lock().finish_evict(key);
                 return skip("already removed");
             }
             Err(e) => {
-                self.ledger.lock().abort_evict(key);
+                self.accounts.lock().abort_evict(key);
                 crate::warn_limited!("eviction could not remove {}: {e:?}; skipping it", rel.display());
                 return skip("unlink failed");
             }
@@ -192,11 +192,11 @@ impl Core {
                 }
                 continue;
             }
-            self.ledger.lock().begin_remove_dir(dkey);
+            self.accounts.lock().begin_remove_dir(dkey);
             if sys::unlinkat(parent.as_fd(), &c, libc::AT_REMOVEDIR).is_err() {
-                self.ledger.lock().abort_evict(dkey);
+                self.accounts.lock().abort_evict(dkey);
             } else {
-                self.ledger.lock().finish_evict(dkey);
+                self.accounts.lock().finish_evict(dkey);
                 drop(g);
                 if !parent_rel.as_os_str().is_empty() {
                     retry.push((parent_rel.to_path_buf(), 0));

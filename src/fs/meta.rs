@@ -66,7 +66,7 @@ impl Core {
         let v = sys::fstatvfs(self.root().fd())?;
         let bsize = (v.f_bsize as u64).max(512);
         let (max, usage) = {
-            let l = self.ledger.lock();
+            let l = self.accounts.lock();
             (l.max_size(), l.usage())
         };
         let backing_free = v.f_bavail as u64 * v.f_frsize.max(1) as u64 / bsize;

@@ -38,7 +38,7 @@ impl SweepLog {
             return;
         }
         let (usage, c) = {
-            let l = core.ledger.lock();
+            let l = core.accounts().lock();
             (l.usage(), l.counts())
         };
         let what = if sweeps == 1 { "eviction sweep:".to_string() } else { format!("eviction, {sweeps} sweeps:") };
@@ -65,22 +65,14 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         }
     }
     loop {
-        {
-            let (m, cv) = &core.evict_wake;
-            let mut pending = m.lock();
-            if !*pending {
-                cv.wait_for(&mut pending, Duration::from_secs(1));
-            }
-            *pending = false;
-        }
+        core.evictor_wait(Duration::from_secs(1));
         if stop() {
             sweeps.last = None;
             sweeps.flush(&core);
             return;
         }
         core.reap_empty_dirs();
-        let committed = core.ledger.lock().committed();
-        if !core.policy().should_wake(committed) {
+        if !core.accounts().should_wake() {
             sweeps.flush(&core);
             continue;
         }
@@ -89,7 +81,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         let counters = [&st.evictions, &st.evicted_bytes, &st.evict_skipped, &st.evict_skipped_open];
         let before = counters.map(Stats::get);
         loop {
-            let excess = core.policy().excess(core.ledger.lock().committed());
+            let excess = core.accounts().excess();
             if excess == 0 || core.evict(excess, true) == 0 || stop() {
                 break;
             }
