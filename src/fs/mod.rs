@@ -23,7 +23,9 @@ mod control;
 mod data;
 mod meta;
 mod namespace;
+mod recreate;
 pub mod shared;
+pub mod unevictable;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -94,6 +96,8 @@ pub struct Core {
     evict_wake: Signal,
     /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
     pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
+    /// What eviction can't remove: non-block usage, files matching no pattern.
+    pub unevictable: unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).
     pub reconcile: crate::wake::Waker,
     /// `-o shared`: opens hold a flock and eviction takes one (see [`shared`]).
@@ -145,6 +149,7 @@ impl Core {
             reconcile: Default::default(),
             shared: false,
             flush_backing: false,
+            unevictable: Default::default(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
             io: IoModes::new(false),

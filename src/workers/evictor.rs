@@ -73,6 +73,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         }
         core.reap_empty_dirs();
         if !core.accounts().should_wake() {
+            core.unevictable.clear();
             sweeps.flush(&core);
             continue;
         }
@@ -80,8 +81,11 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         let st = &core.stats;
         let counters = [&st.evictions, &st.evicted_bytes, &st.evict_skipped, &st.evict_skipped_open];
         let before = counters.map(Stats::get);
+        // Non-block usage alone above the high watermark: the low one can't
+        // be reached; evict only what max_size itself needs (see fs/unevictable.rs).
+        let stuck = core.unevictable.over_high(&core);
         loop {
-            let excess = core.accounts().excess();
+            let excess = if stuck { core.accounts().over_max() } else { core.accounts().excess() };
             if excess == 0 || core.evict(excess, true) == 0 || stop() {
                 break;
             }
