@@ -90,6 +90,11 @@ pub struct Options {
     pub log_file: Option<PathBuf>,
     /// The atime flags the mount gets (`noatime`, `relatime` …).
     pub atime: Atime,
+    /// One of N mounts, one per node, over one shared BACKING (`shared`):
+    /// opens hold a flock that evictions on every node respect (see `fs::shared`).
+    pub shared: bool,
+    /// Whether FLUSH closes a duplicate of the backing fd (`flush`).
+    pub flush: FlushMode,
 }
 
 /// How the kernel updates access times on the mount (mount(2) flags; the
@@ -149,6 +154,30 @@ impl Atime {
             w.push("lazytime");
         }
         w
+    }
+}
+
+/// `flush=auto|on|off`: whether FLUSH (every close(2) on the mount) closes a
+/// duplicate of the backing fd, which is what makes a filesystem that
+/// commits at close (NFS, CephFS, Lustre, JuiceFS and other FUSE clients)
+/// show the data to other nodes once close(2) returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushMode {
+    /// On when BACKING's statfs type is one of those (`fs::shared::commits_at_close`).
+    Auto,
+    /// Always (one extra round trip per close).
+    On,
+    /// Never: FLUSH is answered ENOSYS and the kernel stops sending it.
+    Off,
+}
+
+/// Parses `flush`: `auto`, `on` or `off`.
+pub fn parse_flush(v: &str) -> Result<FlushMode, ConfigError> {
+    match v.trim() {
+        "auto" => Ok(FlushMode::Auto),
+        "on" => Ok(FlushMode::On),
+        "off" => Ok(FlushMode::Off),
+        _ => err(format!("flush: '{v}' is not auto, on or off; e.g. flush=auto")),
     }
 }
 

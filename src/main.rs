@@ -66,11 +66,17 @@ fn main() {
     }
     daemonize::ensure_std_fds();
     // Held for the daemon's whole life (inherited across the fork below).
-    let _claim = match claim::claim(&opts.backing) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("boundfs: error: {e}");
-            exit(codes.failure);
+    // `-o shared` is N mounts over one BACKING by design (one per node, and
+    // a flock on a distributed BACKING is cluster-wide): it claims nothing.
+    let _claim = if opts.shared {
+        None
+    } else {
+        match claim::claim(&opts.backing) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("boundfs: error: {e}");
+                exit(codes.failure);
+            }
         }
     };
     for w in config::warnings(&opts) {

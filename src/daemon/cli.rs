@@ -16,7 +16,7 @@ use crate::config::{self, ConfigError, Options, err};
     about = "Mount BACKING at MOUNTPOINT with a hard byte budget: least recently used block files are evicted",
     after_help = "Example: boundfs /data/kv /mnt/kv -o max_size=24G\n\
                   Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
-                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, allow_other, \
+                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, allow_other, shared, flush, \
                   metrics_file, metrics_interval, reconcile_interval, stale_tmp, log_file (and mount(8)'s rw, noexec, exec, noatime, relatime, nofail, _netdev, x-* ...).\n\
                   Sizes: bytes, or K/M/G/T = KiB/MiB/GiB/TiB (powers of 1024), fractions allowed (1.5G).\n\
                   Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE"
@@ -58,6 +58,13 @@ pub struct Args {
     /// Kernel passthrough of reads (Linux >= 6.9, root): auto or off [default: auto].
     #[arg(long, value_name = "auto|off")]
     pub passthrough: Option<String>,
+    /// One of several mounts (one per node) over one shared BACKING on a distributed filesystem.
+    #[arg(long)]
+    pub shared: bool,
+    /// FLUSH closes a duplicate of the backing fd (close-to-open on network filesystems):
+    /// auto, on or off [default: auto: on for NFS, CephFS, Lustre, FUSE clients such as JuiceFS].
+    #[arg(long, value_name = "auto|on|off")]
+    pub flush: Option<String>,
     /// How long the kernel caches entries, misses and attributes [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub attr_timeout: Option<String>,
@@ -95,6 +102,7 @@ const KEYS: &[&str] = &[
     "metrics_interval",
     "reconcile_interval",
     "stale_tmp",
+    "flush",
     "log_file",
 ];
 
@@ -144,7 +152,7 @@ pub fn known_option(item: &str) -> bool {
         || MOUNT_GENERIC.contains(&k)
         || ATIME.contains(&k)
         || k.starts_with("x-")
-        || matches!(k, "allow_other" | "ro" | "rw" | "exec" | "noexec" | "")
+        || matches!(k, "allow_other" | "shared" | "ro" | "rw" | "exec" | "noexec" | "")
 }
 
 /// Turns parsed argv into validated [`Options`]. Errors: the first bad value,
@@ -167,12 +175,14 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
     flag("metrics_interval", &args.metrics_interval, &mut kv);
     flag("reconcile_interval", &args.reconcile_interval, &mut kv);
     flag("stale_tmp", &args.stale_tmp, &mut kv);
+    flag("flush", &args.flush, &mut kv);
     flag("log_file", &args.log_file, &mut kv);
     for p in &args.pattern {
         kv.push(("pattern".into(), p.clone()));
     }
     let mut allow_other = args.allow_other;
     let mut noexec = false;
+    let mut shared = args.shared;
     let mut atime = config::Atime::default();
     for group in &args.opts {
         for item in group.split(',') {
@@ -192,6 +202,9 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                         "ro is not supported: boundfs changes BACKING itself (eviction, recency stamps); mount rw",
                     );
                 }
+                ("shared", None) if shared => return err("option shared is given twice; give it once"),
+                ("shared", None) => shared = true,
+                ("shared", Some(_)) => return err("option shared takes no value: -o shared"),
                 ("rw", None) => {}
                 ("noexec", None) => noexec = true,
                 ("exec", None) => noexec = false,
@@ -209,13 +222,13 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                 }
                 (k, Some(v)) if is_key(k) => kv.push((k.to_string(), v.to_string())),
                 (k, _) => {
-                    return err(format!("unknown option '{k}'; known: {}, allow_other", KEYS.join(", ")));
+                    return err(format!("unknown option '{k}'; known: {}, allow_other, shared", KEYS.join(", ")));
                 }
             }
         }
     }
     let o = build(args.backing, args.mountpoint, args.foreground, allow_other, noexec, &kv)?;
-    Ok(Options { atime, ..o })
+    Ok(Options { atime, shared, ..o })
 }
 
 fn is_key(k: &str) -> bool {
@@ -287,6 +300,10 @@ fn build(
         Some(v) => config::parse_interval("stale_tmp", v, std::time::Duration::from_secs(1))?,
         None => config::DEFAULT_STALE_TMP,
     };
+    let flush = match get("flush") {
+        Some(v) => config::parse_flush(v)?,
+        None => config::FlushMode::Auto,
+    };
     let (backing, mountpoint) = config::check_paths(&backing, &mountpoint)?;
     let metrics_file = match get("metrics_file") {
         Some(v) => Some(config::check_metrics_file(std::path::Path::new(v), &backing, &mountpoint)?),
@@ -314,6 +331,8 @@ fn build(
         noexec,
         metrics_file,
         metrics_interval,
+        shared: false,
+        flush,
         log_file,
         atime: config::Atime::default(),
     })

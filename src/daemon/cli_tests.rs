@@ -137,6 +137,26 @@ fn allow_other_given_twice_is_refused_like_every_key() {
 }
 
 #[test]
+fn shared_and_flush() {
+    let o = parse(&["-o", "max_size=1M"]).unwrap();
+    assert!(!o.shared, "one node unless asked");
+    assert_eq!(o.flush, config::FlushMode::Auto);
+    let o = parse(&["-o", "max_size=1M,shared,flush=on"]).unwrap();
+    assert!(o.shared);
+    assert_eq!(o.flush, config::FlushMode::On);
+    let o = parse(&["--max-size", "1M", "--shared", "--flush", "off"]).unwrap();
+    assert!(o.shared);
+    assert_eq!(o.flush, config::FlushMode::Off);
+    let e = parse(&["-o", "max_size=1M,shared=yes"]).unwrap_err();
+    assert!(e.0.contains("shared takes no value"), "{e}");
+    let e = parse(&["-o", "max_size=1M,shared,shared"]).unwrap_err();
+    assert!(e.0.contains("given twice"), "{e}");
+    let e = parse(&["-o", "max_size=1M,flush=always"]).unwrap_err();
+    assert!(e.0.contains("not auto, on or off"), "{e}");
+    assert!(known_option("shared") && known_option("flush=on"), "mount -s keeps them");
+}
+
+#[test]
 fn sizes_are_powers_of_1024_with_fractions_and_decimal_forms_are_refused() {
     for (v, n) in [
         ("1048576", 1u64 << 20),

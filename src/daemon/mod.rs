@@ -81,8 +81,19 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         Policy { max_size: opts.max_size, high_watermark: opts.high_watermark, low_watermark: opts.low_watermark };
     let stamp_root = sys::reopen(root_fd.as_fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
     let index_root = sys::reopen(root_fd.as_fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
-    let core =
-        Arc::new(Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval));
+    let flush_backing = crate::fs::shared::flush_needed(opts.flush, root_fd.as_fd());
+    if flush_backing || opts.shared {
+        log::info!(
+            "{}FLUSH {} (BACKING is {})",
+            if opts.shared { "shared tier: opens hold a flock on the backing file; " } else { "" },
+            if flush_backing { "closes the backing file (close-to-open)" } else { "off" },
+            crate::fs::shared::commits_at_close(root_fd.as_fd()).unwrap_or("local"),
+        );
+    }
+    let mut core = Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval);
+    core.shared = opts.shared;
+    core.flush_backing = flush_backing;
+    let core = Arc::new(core);
     core.unevictable.set_patterns(&opts.patterns);
 
     // Handlers go in before the mount exists: a signal sent as soon as the

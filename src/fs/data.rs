@@ -85,7 +85,10 @@ impl Core {
     fn open_pinned(&self, ino: INodeNo, flags: i32) -> OpResult<(u64, Arc<Handle>)> {
         let i = self.inode(ino)?;
         let placeholder = self.accounts.pin(i.key).map_err(|_| Errno::ENOENT)?;
-        let opened = sys::reopen(i.fd(), backing_flags(flags)).and_then(|fd| Ok((sys::fstat(fd.as_fd())?, fd)));
+        let opened = sys::reopen(i.fd(), backing_flags(flags)).and_then(|fd| {
+            self.lock_opened(fd.as_fd())?;
+            Ok((sys::fstat(fd.as_fd())?, fd))
+        });
         let (st, fd) = match opened {
             Ok((st, _)) if st.st_nlink == 0 && placeholder => Err(Errno::ENOENT),
             other => other,

@@ -13,7 +13,10 @@
 //! 3. `fstatat` the name: still the same `(dev, ino)` with one link?
 //! 4. ledger: `begin_removal` (fails if an open pinned it meanwhile; an open
 //!    that comes after sees `Evicting` and answers ENOENT);
-//! 5. truncate to 0 (the kernel may still hold an fd-backed inode), `unlinkat`,
+//! 5. open it; in shared mode (`-o shared`) check it is still the chosen
+//!    file and take `LOCK_EX | LOCK_NB` (another node's open holds
+//!    `LOCK_SH`: then skip it, made most recent; see `fs::shared`);
+//!    truncate to 0 (the kernel may still hold an fd-backed inode), `unlinkat`,
 //!    ledger `finish_evict`; emptied directories are queued for removal;
 //! 6. release the stripe, queue the kernel invalidation of the name.
 //!
@@ -49,10 +52,18 @@ impl Core {
     pub fn evict(&self, bytes: u64, wait: bool) -> u64 {
         let mut freed = 0;
         let mut ticket = None;
+        // A victim another node holds open goes back to the LRU as most
+        // recent (shared mode): meeting one again means every candidate left
+        // was tried.
+        let mut tried = std::collections::HashSet::new();
         while freed < bytes {
             let Some((key, path)) = self.accounts.lock().take_victim() else {
                 break;
             };
+            if !tried.insert(key) {
+                self.touch(key);
+                break;
+            }
             if let Some((n, t)) = self.evict_victim(key, &path) {
                 freed += n;
                 ticket = t.or(ticket);
@@ -109,8 +120,26 @@ impl Core {
         // lives until its FORGET), and an unlinked inode keeps its blocks while
         // any fd refers to it. Nothing through the mount has it open (checked
         // just above), so its bytes can go now and usage stays exact.
-        if let Ok(fd) = sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0) {
-            let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&fd), 0);
+        let victim = sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0);
+        if self.shared {
+            // Another node's opens hold LOCK_SH (fs::shared): take LOCK_EX on
+            // the chosen file, or leave it, before truncating or unlinking.
+            match &victim {
+                Ok(fd) if sys::fstat(fd.as_fd()).is_ok_and(|st| key_of(&st) == key) && self.lock_victim(fd.as_fd()) => {
+                }
+                Err(e) if *e == Errno::ENOENT => {
+                    self.accounts.lock().finish_evict(key);
+                    return skip("already removed");
+                }
+                _ => {
+                    self.accounts.lock().abort_evict(key);
+                    self.touch(key);
+                    return skip_open();
+                }
+            }
+        }
+        if let Ok(fd) = &victim {
+            let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(fd), 0);
         }
         let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
             Ok(()) => self.accounts.lock().finish_evict(key),
@@ -124,6 +153,7 @@ impl Core {
                 return skip("unlink failed");
             }
         };
+        drop(victim);
         Stats::add(&self.stats.evictions, 1);
         Stats::add(&self.stats.evicted_bytes, freed);
         drop(guard);

@@ -79,6 +79,57 @@ fn a_request_that_can_never_fit_evicts_nothing() {
     assert!(d.path().join("a.bin").exists(), "nothing may be evicted for a request that cannot fit");
 }
 
+/// Another node's open, as the distributed filesystem shows it here: a
+/// second open file description of the backing file holding `LOCK_SH`.
+fn held_elsewhere(path: &std::path::Path) -> std::fs::File {
+    let f = std::fs::File::open(path).unwrap();
+    assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_SH) }, 0);
+    f
+}
+
+#[test]
+fn shared_a_file_open_on_another_node_is_never_evicted() {
+    let d = tempfile::tempdir().unwrap();
+    let mut c = core(d.path(), 1 << 30);
+    c.shared = true;
+    store(&c, "k.bin", b"data");
+    let other = held_elsewhere(&d.path().join("k.bin"));
+    let (key, path) = c.accounts().lock().take_victim().unwrap();
+    assert!(c.evict_victim(key, &path).is_none(), "a file another node holds open is skipped");
+    assert_eq!(std::fs::read(d.path().join("k.bin")).unwrap(), b"data", "and not truncated");
+    assert_eq!(c.evict(1, false), 0, "evict() gives up once every candidate was tried");
+    drop(other);
+    assert!(c.evict(1, false) > 0, "evictable again once the other node closed it");
+    assert!(!d.path().join("k.bin").exists());
+}
+
+#[test]
+fn single_node_mode_takes_no_lock() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    store(&c, "k.bin", b"data");
+    let _other = held_elsewhere(&d.path().join("k.bin"));
+    let (key, path) = c.accounts().lock().take_victim().unwrap();
+    assert!(c.evict_victim(key, &path).is_some(), "without -o shared, flocks are not looked at");
+}
+
+#[test]
+fn shared_open_of_a_file_another_node_evicted_is_enoent() {
+    let d = tempfile::tempdir().unwrap();
+    let mut c = core(d.path(), 1 << 30);
+    c.shared = true;
+    store(&c, "k.bin", b"data");
+    let ino = c.lookup(ROOT, OsStr::new("k.bin")).unwrap().ino;
+    // Node 2's eviction: LOCK_EX, truncate, unlink, close; our kernel still
+    // has the inode, so the open arrives for an unlinked file.
+    let f = std::fs::OpenOptions::new().write(true).open(d.path().join("k.bin")).unwrap();
+    assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) }, 0);
+    f.set_len(0).unwrap();
+    std::fs::remove_file(d.path().join("k.bin")).unwrap();
+    drop(f);
+    assert_eq!(c.open(ino, libc::O_RDONLY).err(), Some(Errno::ENOENT));
+}
+
 #[test]
 fn remove_verified_keeps_what_the_check_or_the_ledger_refuses() {
     use super::Kept;

@@ -24,6 +24,7 @@ mod data;
 mod meta;
 mod namespace;
 mod recreate;
+pub mod shared;
 pub mod unevictable;
 
 use std::collections::HashMap;
@@ -100,6 +101,12 @@ pub struct Core {
     pub unevictable: unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).
     pub reconcile: crate::wake::Waker,
+    /// `-o shared`: opens hold a flock and eviction takes one (see [`shared`]).
+    /// Set once, before the mount serves.
+    pub shared: bool,
+    /// FLUSH closes a duplicate of the backing fd (see [`Core::flush`]). Set
+    /// once, before the mount serves.
+    pub flush_backing: bool,
     /// The start-up index's report once it is complete (`None` while it runs).
     index: (Mutex<Option<ScanReport>>, Condvar),
     /// The one handle table: fh → handle (fd, key, inode, I/O mode).
@@ -141,6 +148,8 @@ impl Core {
             evict_wake: Signal::default(),
             empty_dirs: Mutex::new(Vec::new()),
             reconcile: Default::default(),
+            shared: false,
+            flush_backing: false,
             unevictable: Default::default(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),

@@ -69,6 +69,8 @@ impl Core {
                 Err(e) => Err(e),
             }
         })?;
+        // An existing file may be evicted by another node: the same lock as OPEN.
+        self.lock_opened(fd.as_fd())?;
         if created {
             self.chown_new(fd.as_fd(), who);
         }

@@ -279,10 +279,16 @@ impl Filesystem for BoundFs {
         }
     }
 
-    /// FLUSH has nothing to do (every write already reached BACKING); ENOSYS
-    /// tells the kernel never to send it again, saving a round trip per close.
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS);
+    /// FLUSH: on a local BACKING nothing to do (every write already reached
+    /// it); ENOSYS tells the kernel never to send it again, saving a round
+    /// trip per close. Where BACKING commits at close (`flush`), the backing
+    /// file is flushed first (see `Core::flush`).
+    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        match self.core.flush(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) if e == Errno::ENOSYS => reply.error(e),
+            Err(e) => reply_err!(reply, "flush", e),
+        }
     }
 
     /// IOCTL: none is supported; ENOTTY is what isatty() (Python's open()
@@ -351,7 +357,7 @@ impl Filesystem for BoundFs {
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         match self.core.statfs() {
-            Ok(s) => reply.statfs(s.blocks, s.bfree, s.bfree, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
+            Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
             Err(e) => reply_err!(reply, "statfs", e),
         }
     }
