@@ -324,6 +324,12 @@ impl Ledger {
         stamp
     }
 
+    /// When this node last wrote `key`'s mtime (created it through the mount
+    /// or stamped it), seconds of the caller's clock; None if never or unknown.
+    pub fn stamped_at(&self, key: FileKey) -> Option<u32> {
+        self.entries.get(&key).and_then(|e| e.stamped_at.checked_sub(1))
+    }
+
     /// Registers an open handle on `key` before the backing file is opened.
     /// Errors: [`Gone`] when eviction has already chosen and verified the file
     /// (the caller answers ENOENT). An unknown key gets a placeholder entry of
