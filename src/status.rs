@@ -79,6 +79,13 @@ pub struct Status {
     pub reconcile_fixes: u64,
     /// Stale engine temporaries removed (`stale_tmp`).
     pub stale_tmp_removed: u64,
+    /// While files matching no `pattern` alone are above the high watermark
+    /// (eviction then frees only what `max_size` needs): the warning, naming
+    /// the biggest of them and the pattern. Empty otherwise.
+    pub nonblock_warning: String,
+    /// When most regular files written since mount match no `pattern`: how
+    /// many, an example and the option to set. Empty otherwise.
+    pub pattern_warning: String,
 }
 
 impl Status {
@@ -173,6 +180,9 @@ impl Status {
         let mut out = String::new();
         for (k, v) in rows {
             out.push_str(&format!("{k:<13}{v}\n"));
+        }
+        for w in [&self.nonblock_warning, &self.pattern_warning].into_iter().filter(|w| !w.is_empty()) {
+            out.push_str(&format!("{:<13}{w}\n", "WARNING"));
         }
         out
     }

@@ -89,6 +89,14 @@ const FAMILIES: &[Family] = &[
     counter("boundfs_reconciles_total", "Reconcile passes over the backing directory.", |s| s.reconciles as f64),
     counter("boundfs_reconcile_fixes_total", "Index entries reconcile passes corrected.", |s| s.reconcile_fixes as f64),
     counter("boundfs_stale_tmp_removed_total", "Stale engine temporaries removed.", |s| s.stale_tmp_removed as f64),
+    gauge(
+        "boundfs_nonblock_over_high_watermark",
+        "1 while files matching no pattern alone are above the high watermark.",
+        |s| f64::from(u8::from(!s.nonblock_warning.is_empty())),
+    ),
+    gauge("boundfs_pattern_mismatch", "1 while most files written since mount match no pattern.", |s| {
+        f64::from(u8::from(!s.pattern_warning.is_empty()))
+    }),
 ];
 
 /// Escapes a label value: backslash, double quote and newline.

@@ -30,7 +30,7 @@ use crate::ledger::policy::Policy;
 use crate::ledger::{Kind, Ledger};
 use crate::stats::Stats;
 use crate::sys;
-use crate::workers::{evictor, reconcile, scan, stamp};
+use crate::workers::{evictor, reconcile, scan, stamp, watch};
 use sdnotify::Notify;
 
 enum Event {
@@ -93,6 +93,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     core.shared = opts.shared;
     core.flush_backing = flush_backing;
     let core = Arc::new(core);
+    core.unevictable.set_patterns(&opts.patterns);
 
     // Handlers go in before the mount exists: a signal sent as soon as the
     // mount is visible must unmount, not be lost (or ignored, as SIGINT is
@@ -202,6 +203,10 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         let (c, rec) = (core.clone(), reconcile::Reconciler::new(opts.stale_tmp));
         let every = opts.reconcile_interval;
         workers.push(thread::Builder::new().name("reconcile".into()).spawn(move || reconcile::run(c, rec, every)));
+        let (c, s) = (core.clone(), stop.clone());
+        workers.push(
+            thread::Builder::new().name("watch".into()).spawn(move || watch::run(c, || s.load(Ordering::Relaxed))),
+        );
     }
     core.maybe_wake_evictor();
     log::info!(

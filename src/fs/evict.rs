@@ -82,9 +82,17 @@ impl Core {
             Stats::add(&self.stats.evict_skipped_open, 1);
             skip("opened meanwhile")
         };
-        let Some(Parent { dir, key: dkey, dir_rel, name, c }) = self.parent_of(rel) else {
-            self.ledger.lock().forget_path(key);
-            return skip("directory gone, or not beneath BACKING");
+        let (dir, dkey, dir_rel, name, c) = match self.parent_of_checked(rel) {
+            Ok(Parent { dir, key, dir_rel, name, c }) => (dir, key, dir_rel, name, c),
+            Err(Some(_)) => {
+                // The directory is gone behind the daemon (rm -rf in BACKING):
+                // so is the victim's name. Its bytes stop counting now.
+                return self.vanished(key, rel, None);
+            }
+            Err(None) => {
+                self.ledger.lock().forget_path(key);
+                return skip("directory unreadable, or not beneath BACKING");
+            }
         };
         let guard = self.dirlocks.lock(&[dkey]);
         match sys::fstatat(dir.as_fd(), &c) {
@@ -102,14 +110,11 @@ impl Core {
                 self.ledger.lock().park(key);
                 return skip("has another hard link");
             }
-            _ => {
-                // Removed or replaced behind the daemon: its bytes may still
-                // be counted. Keep the name (the reconcile pass verifies it
-                // and drops the entry at once), stop choosing it, and ask for
-                // that pass soon.
+            Ok(_) => return self.vanished(key, rel, Some((guard, dkey, name))),
+            Err(e) if vanished_errno(e) => return self.vanished(key, rel, Some((guard, dkey, name))),
+            Err(_) => {
                 self.ledger.lock().park(key);
-                self.reconcile.request();
-                return skip("name now holds another file");
+                return skip("name unreadable");
             }
         }
         if !self.ledger.lock().begin_evict(key) {
@@ -184,11 +189,71 @@ impl Core {
     /// followed) and returns it with its identity and `rel`'s last name.
     /// None: `rel` has no name, or its directory is gone or not beneath BACKING.
     pub(crate) fn parent_of<'a>(&self, rel: &'a Path) -> Option<Parent<'a>> {
-        let (name, dir_rel) = (rel.file_name()?, rel.parent()?);
-        let dir = sys::open_beneath(self.root().fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY).ok()?;
-        let key = key_of(&sys::fstat(dir.as_fd()).ok()?);
-        let c = CString::new(name.as_bytes()).ok()?;
-        Some(Parent { dir, key, dir_rel, name, c })
+        self.parent_of_checked(rel).ok()
+    }
+
+    /// [`Core::parent_of`], telling why not. Errors: `Some(errno)` when the
+    /// directory is gone from BACKING (ENOENT, ENOTDIR, or ELOOP/EXDEV for a
+    /// symlink swapped in on the way: `du` no longer reaches it either);
+    /// `None` for anything else (no name, EACCES, EMFILE …).
+    pub(crate) fn parent_of_checked<'a>(&self, rel: &'a Path) -> Result<Parent<'a>, Option<Errno>> {
+        let (Some(name), Some(dir_rel)) = (rel.file_name(), rel.parent()) else { return Err(None) };
+        let dir = match sys::open_beneath(self.root().fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY) {
+            Ok(d) => d,
+            Err(e) if vanished_errno(e) => return Err(Some(e)),
+            Err(_) => return Err(None),
+        };
+        let key = key_of(&sys::fstat(dir.as_fd()).map_err(|_| None)?);
+        let c = CString::new(name.as_bytes()).map_err(|_| None)?;
+        Ok(Parent { dir, key, dir_rel, name, c })
+    }
+
+    /// The victim `key` is no longer at `rel` in BACKING: deleted, replaced
+    /// or moved behind the daemon (an operator's `rm -rf`, a reaper). Its
+    /// bytes stop counting at once, so an inline eviction never removes a live
+    /// block to pay for bytes already free; the caller counts them as freed.
+    /// Kept instead (parked, and only its path forgotten) if the kernel's fd
+    /// on it shows it still has a name elsewhere. `held`: the stripe of the
+    /// directory the name was checked in (held, so no create or rename through
+    /// the mount can race the check), with the directory's key and the name,
+    /// whose cached kernel entry is then invalidated. Asks for an early
+    /// reconcile pass, which adopts the file again if it was only moved.
+    /// Returns the bytes taken out of usage, or None if none were.
+    fn vanished(
+        &self,
+        key: FileKey,
+        rel: &Path,
+        held: Option<(crate::fs::dirlock::DirGuard<'_>, FileKey, &std::ffi::OsStr)>,
+    ) -> Option<(u64, Option<u64>)> {
+        self.reconcile.request();
+        Stats::add(&self.stats.evict_skipped, 1);
+        let linked_elsewhere = self
+            .inodes
+            .ino_of(&key)
+            .and_then(|ino| self.inodes.get(ino))
+            .is_some_and(|i| sys::fstat(i.fd()).is_ok_and(|st| st.st_nlink > 0));
+        if linked_elsewhere {
+            log::debug!("eviction skipped {}: moved behind the daemon", rel.display());
+            self.ledger.lock().forget_path(key);
+            return None;
+        }
+        let freed = {
+            let mut l = self.ledger.lock();
+            // Only an entry still naming `rel` (a rename through the mount
+            // after the choice gave it another name, under another stripe).
+            if l.get(&key).and_then(|e| e.path.as_deref()) != Some(rel) {
+                return None;
+            }
+            l.drop_unused(key)
+        };
+        // An index entry corrected, as a reconcile pass would have.
+        Stats::add(&self.stats.reconcile_fixes, 1);
+        log::debug!("eviction found {} gone behind the daemon: {freed} bytes stop counting", rel.display());
+        let ticket = held.and_then(|(g, dkey, name)| {
+            drop(g);
+            self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()))
+        });
+        (freed > 0).then_some((freed, ticket))
     }
 
     /// Removes directories that eviction left empty, up to but not including
@@ -237,6 +302,12 @@ impl Core {
         retry.dedup_by(|a, b| a.0 == b.0);
         self.empty_dirs.lock().extend(retry);
     }
+}
+
+/// Errnos meaning a name (or a directory on its path) is gone from BACKING:
+/// ENOENT, ENOTDIR, or ELOOP/EXDEV for a symlink swapped in on the way.
+pub(crate) fn vanished_errno(e: Errno) -> bool {
+    [libc::ENOENT, libc::ENOTDIR, libc::ELOOP, libc::EXDEV].contains(&e.code())
 }
 
 /// The directory of a path relative to BACKING, opened: see [`Core::parent_of`].

@@ -129,3 +129,58 @@ fn shared_open_of_a_file_another_node_evicted_is_enoent() {
     drop(f);
     assert_eq!(c.open(ino, libc::O_RDONLY).err(), Some(Errno::ENOENT));
 }
+
+#[test]
+fn victims_deleted_behind_the_daemon_pay_for_the_write_not_live_blocks() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 64 << 10);
+    for n in ["a.bin", "b.bin", "c.bin"] {
+        store(&c, n, &[1u8; 16 << 10]);
+    }
+    let m = std::fs::metadata(d.path().join("a.bin")).unwrap();
+    let key_a = {
+        use std::os::unix::fs::MetadataExt;
+        crate::key::FileKey { dev: m.dev(), ino: m.ino() }
+    };
+    // An operator removes the two oldest behind the daemon.
+    std::fs::remove_file(d.path().join("a.bin")).unwrap();
+    std::fs::remove_file(d.path().join("b.bin")).unwrap();
+    // 24K more does not fit by the stale count: the ghosts pay for it.
+    store(&c, "d.bin", &[2u8; 24 << 10]);
+    assert!(d.path().join("c.bin").exists(), "a live block was evicted to pay for bytes already free");
+    assert_eq!(crate::stats::Stats::get(&c.stats.evictions), 0, "nothing live was evicted");
+    assert!(c.ledger.lock().get(&key_a).is_none(), "the vanished victim still counts");
+}
+
+#[test]
+fn a_victim_whose_directory_is_gone_stops_counting_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 64 << 10);
+    let sub = c.mkdir(ROOT, OsStr::new("h"), 0o755, ME).unwrap().ino;
+    let (_, fh) = c.create(sub, OsStr::new("a.bin"), 0o644, libc::O_WRONLY, ME).unwrap();
+    c.write(fh, 0, &[1u8; 16 << 10]).unwrap();
+    c.release(fh);
+    store(&c, "c.bin", &[1u8; 16 << 10]);
+    std::fs::remove_dir_all(d.path().join("h")).unwrap(); // rm -rf behind the daemon
+    let (key, path) = c.ledger.lock().take_victim().unwrap();
+    assert_eq!(path, std::path::Path::new("h/a.bin"));
+    let freed = c.evict_victim(key, &path).map(|(n, _)| n);
+    assert_eq!(freed, Some(16 << 10), "its bytes count as freed");
+    assert!(c.ledger.lock().get(&key).is_none());
+    assert!(d.path().join("c.bin").exists());
+}
+
+#[test]
+fn a_victim_moved_behind_the_daemon_keeps_counting() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 64 << 10);
+    store(&c, "a.bin", &[1u8; 16 << 10]);
+    // The kernel holds the inode (a lookup), so its fd shows it still linked.
+    c.lookup(ROOT, OsStr::new("a.bin")).unwrap();
+    std::fs::rename(d.path().join("a.bin"), d.path().join("moved.bin")).unwrap();
+    let before = c.ledger.lock().usage();
+    let (key, path) = c.ledger.lock().take_victim().unwrap();
+    assert!(c.evict_victim(key, &path).is_none());
+    assert_eq!(c.ledger.lock().usage(), before, "a file still in BACKING keeps counting");
+    assert!(d.path().join("moved.bin").exists());
+}

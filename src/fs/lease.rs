@@ -93,7 +93,9 @@ impl SweeperLease {
             if held {
                 log::info!("shared tier: this node holds the sweeper lease and runs eviction sweeps");
             } else {
-                log::info!("shared tier: another node holds the sweeper lease; this node evicts only for its own writes");
+                log::info!(
+                    "shared tier: another node holds the sweeper lease; this node evicts only for its own writes"
+                );
             }
         }
         held

@@ -20,7 +20,9 @@ mod control;
 mod data;
 mod meta;
 mod namespace;
+mod recreate;
 pub mod shared;
+pub mod unevictable;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -97,6 +99,8 @@ pub struct Core {
     pub evict_wake: (Mutex<bool>, Condvar),
     /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
     pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
+    /// What eviction can't remove: non-block usage, files matching no pattern.
+    pub unevictable: unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).
     pub reconcile: crate::wake::Waker,
     /// Signalled (with the ledger lock) when an open handle is released.
@@ -152,6 +156,7 @@ impl Core {
             evict_wake: (Mutex::new(false), Condvar::new()),
             empty_dirs: Mutex::new(Vec::new()),
             reconcile: Default::default(),
+            unevictable: Default::default(),
             released: Condvar::new(),
             shared: false,
             flush_backing: false,

@@ -55,14 +55,17 @@ impl Core {
         let c = sys::cname(name)?;
         let room = self.reserve(ENTRY_RESERVE, false)?;
         let open_flags = super::data::backing_flags(flags) & !(libc::O_CREAT | libc::O_EXCL);
-        let _g = self.dirlocks.lock(&[p.key]);
-        let (fd, created) = match sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL, mode) {
-            Ok(fd) => (fd, true),
-            Err(e) if e == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
-                (sys::openat(p.fd(), &c, open_flags, 0)?, false)
+        // A directory removed behind the daemon is recreated (see recreate.rs).
+        let (p, (_g, fd, created)) = self.in_dir(p, |p| {
+            let g = self.dirlocks.lock(&[p.key]);
+            match sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL, mode) {
+                Ok(fd) => Ok((g, fd, true)),
+                Err(e) if e == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
+                    Ok((g, sys::openat(p.fd(), &c, open_flags, 0)?, false))
+                }
+                Err(e) => Err(e),
             }
-            Err(e) => return Err(e),
-        };
+        })?;
         // An existing file may be evicted by another node: the same lock as OPEN.
         self.lock_opened(fd.as_fd())?;
         if created {
@@ -79,6 +82,9 @@ impl Core {
         }
         let path_fd = sys::reopen(fd.as_fd(), libc::O_PATH)?;
         let block = self.is_block_name(name);
+        if created {
+            self.unevictable.written(name, block, false);
+        }
         let path = self.rel_path(p.fd(), name);
         self.ledger.lock().upsert(key, sys::allocated(&st), block, path, self.now());
         self.touch(key);
@@ -106,8 +112,10 @@ impl Core {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
         let _room = self.reserve(ENTRY_RESERVE, false)?;
-        let _g = self.dirlocks.lock(&[p.key]);
-        sys::mkdirat(p.fd(), &c, mode)?;
+        let (p, _g) = self.in_dir(p, |p| {
+            let g = self.dirlocks.lock(&[p.key]);
+            sys::mkdirat(p.fd(), &c, mode).map(|()| g)
+        })?;
         self.made(&p, name, who)
     }
 
@@ -234,7 +242,11 @@ impl Core {
     fn moved(&self, st: &libc::stat, to: Option<&Path>, from: Option<&Path>, new_name: &OsStr) {
         let key = key_of(st);
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        let block = !is_dir && st.st_mode & libc::S_IFMT == libc::S_IFREG && self.is_block_name(new_name);
+        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+        let block = regular && self.is_block_name(new_name);
+        if regular && to.is_some() {
+            self.unevictable.written(new_name, block, false);
+        }
         {
             let mut l = self.ledger.lock();
             if is_dir {

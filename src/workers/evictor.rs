@@ -94,6 +94,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         core.reap_empty_dirs();
         let committed = core.ledger.lock().committed();
         if !core.policy().should_wake(committed) {
+            core.unevictable.clear();
             sweeps.flush(&core);
             continue;
         }
@@ -101,8 +102,12 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         let st = &core.stats;
         let counters = [&st.evictions, &st.evicted_bytes, &st.evict_skipped, &st.evict_skipped_open];
         let before = counters.map(Stats::get);
+        // Non-block usage alone above the high watermark: the low one can't
+        // be reached; evict only what max_size itself needs (see fs/unevictable.rs).
+        let stuck = core.unevictable.over_high(&core);
         loop {
-            let excess = core.policy().excess(core.ledger.lock().committed());
+            let (p, committed) = (core.policy(), core.ledger.lock().committed());
+            let excess = if stuck { committed.saturating_sub(p.max_size) } else { p.excess(committed) };
             if excess == 0 || core.evict(excess, true) == 0 || stop() {
                 break;
             }

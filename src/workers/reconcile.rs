@@ -429,7 +429,10 @@ pub const REQUEST_MIN_GAP: Duration = Duration::from_secs(5);
 /// The reconcile thread: one pass every `interval`, or sooner when asked
 /// through `core.reconcile`, until stopped.
 pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
-    while !core.reconcile.sleep(interval, REQUEST_MIN_GAP) {
+    // No pass has run yet: the first request is served at once.
+    let mut gap = Duration::ZERO;
+    while !core.reconcile.sleep(interval, gap) {
+        gap = REQUEST_MIN_GAP;
         let t0 = Instant::now();
         let r = rec.pass(&core);
         Stats::add(&core.stats.reconciles, 1);
