@@ -86,7 +86,13 @@ impl Core {
             self.unevictable.written(name, block, false);
         }
         let path = self.rel_path(p.fd(), name);
-        self.ledger.lock().upsert(key, sys::allocated(&st), block, path, self.now());
+        {
+            let mut l = self.ledger.lock();
+            l.upsert(key, sys::allocated(&st), block, path, self.now());
+            if created {
+                l.mark_local(key);
+            }
+        }
         self.touch(key);
         self.refresh_dir(&p);
         drop(room);
