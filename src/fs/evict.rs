@@ -132,8 +132,12 @@ impl Core {
                 Ok(fd) if sys::fstat(fd.as_fd()).is_ok_and(|st| key_of(&st) == key) && self.lock_victim(fd.as_fd()) => {
                 }
                 Err(e) if *e == Errno::ENOENT => {
-                    self.ledger.lock().finish_evict(key);
-                    return skip("already removed");
+                    // Removed by another node (this node's client may still
+                    // have the name cached): its bytes stop counting now and
+                    // pay for the write, as a vanished victim's do.
+                    let n = self.ledger.lock().finish_evict(key);
+                    log::debug!("eviction found {} removed elsewhere: {n} bytes stop counting", rel.display());
+                    return (n > 0).then_some((n, None));
                 }
                 _ => {
                     self.ledger.lock().abort_evict(key);
@@ -148,8 +152,9 @@ impl Core {
         let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
             Ok(()) => self.ledger.lock().finish_evict(key),
             Err(e) if e == Errno::ENOENT => {
-                self.ledger.lock().finish_evict(key);
-                return skip("already removed");
+                // As above: gone already, its bytes are free.
+                let n = self.ledger.lock().finish_evict(key);
+                return (n > 0).then_some((n, None));
             }
             Err(e) => {
                 self.ledger.lock().abort_evict(key);

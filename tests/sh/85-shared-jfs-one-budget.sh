@@ -4,7 +4,7 @@
 # the other stored, node 2 keeps blocks open and keeps reading "hot" ones;
 # an independent sampler reads the used bytes of the JuiceFS volume (it holds
 # only the shared tree) through a JuiceFS client, not a boundfs mount. The
-# tier turns over in 6 s here (48 MiB, two nodes at 4 MiB/s), so recency
+# tier turns over in 8 s here (64 MiB, two nodes at 4 MiB/s), so recency
 # must travel faster than the shared defaults (10 s): stamp_interval=1s,
 # reconcile_interval=2s. Checked from outside:
 # - peak usage <= max_size + the README bound: N x one block in flight +
@@ -20,13 +20,13 @@
 . "$(dirname "$0")/lib.sh"
 . "$BFS_SH_DIR/lib-shared.sh"
 
-MAX=$((48 << 20)); BLOCK=$((2 << 20)); RI=2
+MAX=$((64 << 20)); BLOCK=$((2 << 20)); RI=2
 SECS=40; [ -n "${BOUNDFS_LONG:-}" ] && SECS=300
 
 shared_juicefs 2
-node_mount 1 "max_size=48M,reconcile_interval=${RI}s,stamp_interval=1s"
+node_mount 1 "max_size=64M,reconcile_interval=${RI}s,stamp_interval=1s"
 poll_until 20 "node 1 holding the sweeper lease" sh -c "[ \"\$(getfattr --absolute-names --only-values -n user.boundfs.stats $BFS_TMP/mnt1 | $PY -c 'import json,sys; print(json.load(sys.stdin)[\"sweeper\"])')\" = True ]"
-node_mount 2 "max_size=48M,reconcile_interval=${RI}s,stamp_interval=1s"
+node_mount 2 "max_size=64M,reconcile_interval=${RI}s,stamp_interval=1s"
 _node2_indexed() { [ "$(node_stat 2 indexing)" = False ]; }
 poll_until 20 "node 2's start-up index" _node2_indexed
 holder=$(node_stat 2 sweeper_holder)

@@ -13,7 +13,7 @@ keeps them open. Then for S seconds:
   - each node loads a random recent block the other node stored, through its
     own mount (a hit is the exact content, a miss is ENOENT, anything else is
     counted corrupt);
-  - node 2 reads every hot block every 2 s (one LRU across nodes: they must
+  - node 2 reads every hot block every 0.5 s (one LRU across nodes: they must
     survive node 1's pressure; the cold ones, stored with them and never read
     again, must not);
   - an independent sampler walks ROOT (a JuiceFS client's own view of the
@@ -135,7 +135,7 @@ def main():
         while not stop.is_set():
             for h in hot:
                 read_all(dest_of(m2, h), size, h)
-            stop.wait(2.0)
+            stop.wait(0.5)
 
     threads = [threading.Thread(target=f, args=args) for f, args in
                [(sampler, ()), (store, (0,)), (store, (1,)), (cross, (0,)), (cross, (1,)), (hot_reader, ())]]
