@@ -1,6 +1,7 @@
-//! Log setup: env_logger (`RUST_LOG`, default `info`) to stderr, or, for a
-//! daemon detached from a terminal, to syslog (`/dev/log`, which journald
-//! serves: `journalctl -t boundfs`).
+//! Log setup: env_logger (`RUST_LOG`, default `info`) to stderr (`-f`,
+//! systemd services), to the `log_file`, or, for a detached daemon without
+//! one, to syslog (`/dev/log`, which journald serves: `journalctl -t
+//! boundfs`).
 
 use std::io::Write;
 use std::os::unix::net::UnixDatagram;
@@ -11,10 +12,12 @@ use env_logger::{Builder, Env, Target};
 pub const DEFAULT_FILTER: &str = "info,fuser=error";
 
 /// Where log lines go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Sink {
-    /// stderr (foreground, or a daemon whose stderr is a file or journal stream).
+    /// stderr (foreground, or a detached daemon whose stderr is the log file).
     Stderr,
+    /// This file, opened for appending (`log_file` in the foreground).
+    File(std::fs::File),
     /// syslog via `/dev/log`; if that socket is absent, nowhere.
     Syslog,
 }
@@ -22,7 +25,9 @@ pub enum Sink {
 /// Installs the logger. Call once, before any thread starts.
 pub fn init(sink: Sink) {
     let mut b = Builder::from_env(Env::default().default_filter_or(DEFAULT_FILTER));
-    if sink == Sink::Syslog {
+    if let Sink::File(f) = sink {
+        b.target(Target::Pipe(Box::new(f)));
+    } else if matches!(sink, Sink::Syslog) {
         let pid = std::process::id();
         b.format(move |buf, r| {
             // facility daemon (3); severities: err 3, warning 4, info 6, debug 7

@@ -14,6 +14,14 @@ pub struct Status {
     pub version: String,
     /// The backing directory (canonical path).
     pub backing: String,
+    /// The mountpoint (canonical path). Filled in by `boundfs status` from
+    /// the path it was given; the daemon's xattr leaves it empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub mountpoint: String,
+    /// Process id of the daemon serving the mount (for `kill -USR1`,
+    /// `kill -TERM`; fstab mounts run as `mount.fuse.boundfs`, which
+    /// `pgrep boundfs` misses).
+    pub pid: u32,
     /// Bytes the backing tree occupies, as `du -s --block-size=1 BACKING` counts them.
     pub usage: u64,
     /// The budget (`max_size`), bytes.
@@ -117,6 +125,7 @@ impl Status {
         let pct = |n: u64| if self.max_size == 0 { 0.0 } else { n as f64 * 100.0 / self.max_size as f64 };
         let rows = [
             ("mount", format!("{} on {} (boundfs {})", self.backing, mountpoint, self.version)),
+            ("daemon", format!("pid {}", self.pid)),
             (
                 "usage",
                 format!(

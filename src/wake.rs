@@ -67,3 +67,29 @@ impl Waker {
         false
     }
 }
+
+/// A wake-up flag with its condvar: [`Signal::raise`] sets it, a waiter
+/// takes it. Raising twice before a wait wakes the waiter once.
+#[derive(Default)]
+pub struct Signal {
+    flag: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Signal {
+    /// Sets the flag and wakes one waiter.
+    pub fn raise(&self) {
+        *self.flag.lock() = true;
+        self.cv.notify_one();
+    }
+
+    /// Waits at most `timeout` unless the flag is already set, then clears
+    /// it; returns whether it was set.
+    pub fn wait_for(&self, timeout: Duration) -> bool {
+        let mut raised = self.flag.lock();
+        if !*raised {
+            self.cv.wait_for(&mut raised, timeout);
+        }
+        std::mem::take(&mut *raised)
+    }
+}

@@ -34,7 +34,7 @@ const fn counter(name: &'static str, help: &'static str, value: fn(&Status) -> f
     Family { name, kind: "counter", help, value }
 }
 
-/// Every metric, in file order. The README's metrics table lists the same.
+/// Every metric, in file order. The metrics table of docs/reference.md lists the same.
 const FAMILIES: &[Family] = &[
     gauge("boundfs_usage_bytes", "Bytes the backing tree occupies, as du counts them.", |s| s.usage as f64),
     gauge("boundfs_max_size_bytes", "The budget (max_size).", |s| s.max_size as f64),

@@ -51,7 +51,8 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
              (no file handles); lookups fail with EMFILE beyond it"
         );
     }
-    // Modes from clients are applied exactly (the kernel already applied their umask).
+    // Modes from clients are applied exactly: their umask is applied before (by
+    // the kernel, or Core::creation_mode, which skips it under a default ACL).
     unsafe { libc::umask(0) };
     let root_c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(opts.backing.as_os_str()))
         .map_err(|_| "backing path contains a NUL byte".to_string())?;
@@ -121,6 +122,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         if opts.noexec {
             cfg.mount_options.push(MountOption::NoExec);
         }
+        cfg.mount_options.extend(opts.atime.words().into_iter().map(|w| MountOption::CUSTOM(w.into())));
         fuser::Session::new(fs, &opts.mountpoint, &cfg)
     }
     // fusermount3's message ends with a newline: keep the error one line.
@@ -289,7 +291,7 @@ fn mount_kernel(opts: &Options) -> std::io::Result<std::os::fd::OwnedFd> {
         if opts.allow_other { ",allow_other" } else { "" }
     );
     let (src, target, data) = (cpath(&opts.backing)?, cpath(&opts.mountpoint)?, std::ffi::CString::new(data)?);
-    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+    let mut flags = libc::MS_NOSUID | libc::MS_NODEV | opts.atime.mount_flags();
     if opts.noexec {
         flags |= libc::MS_NOEXEC;
     }

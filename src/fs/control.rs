@@ -31,7 +31,7 @@ impl Core {
     /// A snapshot of the live status.
     pub fn status(&self) -> Status {
         let (c, evictable_bytes, node_bytes) = {
-            let l = self.ledger.lock();
+            let l = self.accounts.lock();
             (l.counts(), l.evictable_bytes(), if self.shared { l.local_bytes() } else { 0 })
         };
         let (sweeper_holder, sweeper_heartbeat_age_seconds) = self.sweeper_holder().unwrap_or_default();
@@ -41,6 +41,8 @@ impl Core {
         Status {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backing: self.root_path.display().to_string(),
+            mountpoint: String::new(),
+            pid: std::process::id(),
             usage: c.usage,
             max_size: p.max_size,
             high_watermark: p.high_watermark,
@@ -96,8 +98,7 @@ impl Core {
     /// pass the new budget evict inline or fail with ENOSPC from now on.
     /// Returns the previous budget.
     pub fn set_max_size(&self, max_size: u64) -> u64 {
-        let old = std::mem::replace(&mut self.policy.lock().max_size, max_size);
-        self.ledger.lock().set_max_size(max_size);
+        let old = self.accounts().set_max_size(max_size);
         let p = self.policy();
         log::info!(
             "max_size changed from {old} to {max_size} bytes (high watermark now {} bytes, low {} bytes)",

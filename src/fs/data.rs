@@ -10,15 +10,25 @@ use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr, INodeNo, TimeOrNow};
 
-use super::{Core, Handle, OpResult, attr};
+use std::sync::Arc;
+
+use super::passthrough::read_only;
+use super::{Core, Handle, OpResult, Opened, attr_of};
 use crate::stats::Stats;
 use crate::sys;
 
-/// Flags for opening the backing file on a client's behalf. O_DIRECT is not
-/// forwarded: the daemon's buffers are not aligned, and the client's own
-/// O_DIRECT semantics are kept by the kernel's FUSE direct I/O path.
+/// Flags (`open(2)` bits) for opening the backing file on a client's behalf.
+/// Not forwarded:
+/// - O_DIRECT: the daemon's buffers are not aligned, and the client's own
+///   O_DIRECT semantics are kept by the kernel's FUSE direct I/O path;
+/// - O_NOFOLLOW: the backing file is reopened through the `/proc/self/fd`
+///   magic link, which O_NOFOLLOW would refuse with ELOOP; the client's
+///   O_NOFOLLOW already did its work in the kernel's path walk (a final
+///   symlink fails with ELOOP there and never reaches OPEN), and the daemon
+///   never follows a symlink in BACKING anyway (see `sys`);
+/// - O_NOCTTY, O_CLOEXEC: they concern the client's fd, not the daemon's.
 pub fn backing_flags(flags: i32) -> i32 {
-    flags & !(libc::O_DIRECT | libc::O_NOCTTY | libc::O_CLOEXEC)
+    flags & !(libc::O_DIRECT | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC)
 }
 
 /// Upper bound of the bytes a write of `len` at `off` can add to a file whose
@@ -58,8 +68,9 @@ impl Core {
     /// OPEN: opens the backing file and pins it against eviction until
     /// release. Errors: ENOENT if eviction removed it first (never an fd to a
     /// file eviction then deletes), the backing errno otherwise.
-    pub fn open(&self, ino: INodeNo, flags: i32) -> OpResult<u64> {
-        self.open_pinned(ino, flags).inspect_err(|e| {
+    /// The core plans the handle's I/O mode (see [`Opened`]).
+    pub fn open(&self, ino: INodeNo, flags: i32) -> OpResult<Opened> {
+        let (fh, handle) = self.open_pinned(ino, flags).inspect_err(|e| {
             if *e == Errno::ENOENT {
                 // The kernel still had an entry for an evicted file. Let its
                 // invalidation reach the kernel first, so a stat right after
@@ -67,12 +78,13 @@ impl Core {
                 // not wait for it). Bounded, as for a write that evicted.
                 self.inval.wait_all(crate::fs::INVAL_WAIT);
             }
-        })
+        })?;
+        self.plan_io(fh, handle, read_only(flags))
     }
 
-    fn open_pinned(&self, ino: INodeNo, flags: i32) -> OpResult<u64> {
+    fn open_pinned(&self, ino: INodeNo, flags: i32) -> OpResult<(u64, Arc<Handle>)> {
         let i = self.inode(ino)?;
-        let placeholder = self.ledger.lock().pin(i.key).map_err(|_| Errno::ENOENT)?;
+        let placeholder = self.accounts.pin(i.key).map_err(|_| Errno::ENOENT)?;
         let opened = sys::reopen(i.fd(), backing_flags(flags)).and_then(|fd| {
             self.lock_opened(fd.as_fd())?;
             Ok((sys::fstat(fd.as_fd())?, fd))
@@ -81,23 +93,13 @@ impl Core {
             Ok((st, _)) if st.st_nlink == 0 && placeholder => Err(Errno::ENOENT),
             other => other,
         }
-        .inspect_err(|_| {
-            let mut l = self.ledger.lock();
-            if placeholder {
-                l.mark_unlinked(i.key);
-            }
-            l.unpin(i.key);
-        })?;
-        let block = {
-            let mut l = self.ledger.lock();
-            l.set_size(i.key, sys::allocated(&st));
-            l.get(&i.key).is_some_and(|e| e.block)
-        };
-        if block {
+        .inspect_err(|_| self.accounts.open_failed(i.key, placeholder))?;
+        let after = self.accounts.opened(i.key, sys::allocated(&st), self.now(), self.stamp_secs);
+        if after.block {
             Stats::add(&self.stats.block_opens, 1);
         }
-        self.touch(i.key);
-        Ok(self.add_handle(Handle { fd, key: i.key }))
+        self.stamp_due(i.key, after.stamp);
+        Ok(self.add_handle(Handle::new(fd, i.key, i.ino)))
     }
 
     /// READ `size` bytes at `off`. A read of a block file counts as use.
@@ -141,7 +143,6 @@ impl Core {
         }
         let after = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
         room.commit(h.key, after);
-        self.maybe_wake_evictor();
         match err {
             Some(e) if done == 0 => Err(e),
             _ => Ok(done as u32),
@@ -156,7 +157,6 @@ impl Core {
         let r = sys::fallocate(h.fd.as_raw_fd(), mode, off, len);
         let after = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
         room.commit(h.key, after);
-        self.maybe_wake_evictor();
         r
     }
 
@@ -168,18 +168,6 @@ impl Core {
     /// LSEEK (SEEK_DATA / SEEK_HOLE reach the daemon).
     pub fn lseek(&self, fh: u64, off: i64, whence: i32) -> OpResult<i64> {
         sys::lseek(self.handle(fh)?.fd.as_raw_fd(), off, whence)
-    }
-
-    /// RELEASE: closes the backing fd and unpins the file (the last close of
-    /// a file unlinked while open returns its bytes to the budget).
-    pub fn release(&self, fh: u64) {
-        if let Some(h) = self.take_handle(fh) {
-            let key = h.key;
-            drop(h);
-            self.ledger.lock().unpin(key);
-            self.released.notify_all();
-            self.maybe_wake_evictor();
-        }
     }
 
     /// SETATTR: mode, owner, size, times, in that order; returns the new attributes.
@@ -219,7 +207,7 @@ impl Core {
             check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), ts.as_ptr(), 0) })?;
         }
         let st = sys::fstat(i.fd())?;
-        Ok(attr(i.ino, &st))
+        Ok(attr_of(&i, &st))
     }
 
     /// OPENDIR: opens the backing directory for reading.

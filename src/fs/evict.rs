@@ -52,7 +52,7 @@ impl Core {
         // was tried.
         let mut tried = std::collections::HashSet::new();
         while freed < bytes {
-            let Some((key, path)) = self.ledger.lock().take_victim() else {
+            let Some((key, path)) = self.accounts.lock().take_victim() else {
                 break;
             };
             if !tried.insert(key) {
@@ -90,7 +90,7 @@ impl Core {
                 return self.vanished(key, rel, None);
             }
             Err(None) => {
-                self.ledger.lock().forget_path(key);
+                self.accounts.lock().forget_path(key);
                 return skip("directory unreadable, or not beneath BACKING");
             }
         };
@@ -101,23 +101,23 @@ impl Core {
                     // One LRU across nodes: another node used it since this
                     // node last read the tree's mtimes. Most recent, not evicted.
                     drop(guard);
-                    self.ledger.lock().touch(key, self.now(), u32::MAX);
+                    self.accounts.lock().touch(key, self.now(), u32::MAX);
                     Stats::add(&self.stats.evict_reranked, 1);
                     return skip("used on another node since the last reconcile");
                 }
             }
             Ok(st) if key_of(&st) == key => {
-                self.ledger.lock().park(key);
+                self.accounts.lock().park(key);
                 return skip("has another hard link");
             }
             Ok(_) => return self.vanished(key, rel, Some((guard, dkey, name))),
             Err(e) if vanished_errno(e) => return self.vanished(key, rel, Some((guard, dkey, name))),
             Err(_) => {
-                self.ledger.lock().park(key);
+                self.accounts.lock().park(key);
                 return skip("name unreadable");
             }
         }
-        if !self.ledger.lock().begin_evict(key) {
+        if !self.accounts.lock().begin_evict(key) {
             return skip_open();
         }
         // Truncate first: the kernel may still hold the inode (our O_PATH fd
@@ -135,12 +135,12 @@ impl Core {
                     // Removed by another node (this node's client may still
                     // have the name cached): its bytes stop counting now and
                     // pay for the write, as a vanished victim's do.
-                    let n = self.ledger.lock().finish_evict(key);
+                    let n = self.accounts.lock().finish_evict(key);
                     log::debug!("eviction found {} removed elsewhere: {n} bytes stop counting", rel.display());
                     return (n > 0).then_some((n, None));
                 }
                 _ => {
-                    self.ledger.lock().abort_evict(key);
+                    self.accounts.lock().abort_evict(key);
                     self.touch(key);
                     return skip_open();
                 }
@@ -150,14 +150,14 @@ impl Core {
             let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(fd), 0);
         }
         let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
-            Ok(()) => self.ledger.lock().finish_evict(key),
+            Ok(()) => self.accounts.lock().finish_evict(key),
             Err(e) if e == Errno::ENOENT => {
                 // As above: gone already, its bytes are free.
-                let n = self.ledger.lock().finish_evict(key);
+                let n = self.accounts.lock().finish_evict(key);
                 return (n > 0).then_some((n, None));
             }
             Err(e) => {
-                self.ledger.lock().abort_evict(key);
+                self.accounts.lock().abort_evict(key);
                 crate::warn_limited!("eviction could not remove {}: {e:?}; skipping it", rel.display());
                 return skip("unlink failed");
             }
@@ -186,7 +186,7 @@ impl Core {
         // The walk's start on the ledger's clock (seconds since the mount), rounded down.
         let ago = (super::unix_ns().saturating_sub(seen) / 1_000_000_000).max(0) as u64 + 1;
         let seen_at = u64::from(self.now()).saturating_sub(ago);
-        let own = self.ledger.lock().stamped_at(key).is_some_and(|t| u64::from(t) >= seen_at);
+        let own = self.accounts.lock().stamped_at(key).is_some_and(|t| u64::from(t) >= seen_at);
         !own
     }
 
@@ -239,11 +239,11 @@ impl Core {
             .is_some_and(|i| sys::fstat(i.fd()).is_ok_and(|st| st.st_nlink > 0));
         if linked_elsewhere {
             log::debug!("eviction skipped {}: moved behind the daemon", rel.display());
-            self.ledger.lock().forget_path(key);
+            self.accounts.lock().forget_path(key);
             return None;
         }
         let freed = {
-            let mut l = self.ledger.lock();
+            let mut l = self.accounts.lock();
             // Only an entry still naming `rel` (a rename through the mount
             // after the choice gave it another name, under another stripe).
             if l.get(&key).and_then(|e| e.path.as_deref()) != Some(rel) {
@@ -292,11 +292,11 @@ impl Core {
                 }
                 continue;
             }
-            self.ledger.lock().begin_remove_dir(dkey);
+            self.accounts.lock().begin_remove_dir(dkey);
             if sys::unlinkat(parent.as_fd(), &c, libc::AT_REMOVEDIR).is_err() {
-                self.ledger.lock().abort_evict(dkey);
+                self.accounts.lock().abort_evict(dkey);
             } else {
-                self.ledger.lock().finish_evict(dkey);
+                self.accounts.lock().finish_evict(dkey);
                 drop(g);
                 if !parent_rel.as_os_str().is_empty() {
                     retry.push((parent_rel.to_path_buf(), 0));

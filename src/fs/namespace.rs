@@ -8,7 +8,9 @@ use std::path::Path;
 
 use fuser::{Errno, FileAttr, INodeNo};
 
-use super::{Caller, Core, Handle, OpResult};
+use super::accounts::Created;
+use super::passthrough::read_only;
+use super::{Caller, Core, Handle, OpResult, Opened};
 use crate::key::key_of;
 use crate::ledger::Kind;
 use crate::stats::Stats;
@@ -41,7 +43,8 @@ impl Core {
     }
 
     /// CREATE: creates (or, without O_EXCL, opens) `name` and opens it.
-    /// Returns the attributes and a file handle. Errors: EEXIST with O_EXCL,
+    /// Returns the attributes and the opened handle with its I/O plan
+    /// (see [`Opened`]). Errors: EEXIST with O_EXCL,
     /// ENOSPC when no room can be made, other backing errnos.
     pub fn create(
         &self,
@@ -50,7 +53,7 @@ impl Core {
         mode: u32,
         flags: i32,
         who: Caller,
-    ) -> OpResult<(FileAttr, u64)> {
+    ) -> OpResult<(FileAttr, Opened)> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
         let room = self.reserve(ENTRY_RESERVE, false)?;
@@ -73,33 +76,32 @@ impl Core {
         }
         let st = sys::fstat(fd.as_fd())?;
         let key = key_of(&st);
-        if created {
-            self.ledger.lock().fresh(key);
-        }
-        if self.ledger.lock().pin(key).is_err() {
-            // Unreachable while we hold the directory stripe; answer as a miss.
-            return Err(Errno::ENOENT);
-        }
         let path_fd = sys::reopen(fd.as_fd(), libc::O_PATH)?;
         let block = self.is_block_name(name);
         if created {
             self.unevictable.written(name, block, false);
         }
-        let path = self.rel_path(p.fd(), name);
-        {
-            let mut l = self.ledger.lock();
-            l.upsert(key, sys::allocated(&st), block, path, self.now());
-            if created {
-                l.mark_local(key);
-            }
+        let new = Created {
+            key,
+            fresh: created,
+            size: sys::allocated(&st),
+            block,
+            path: self.rel_path(p.fd(), name),
+            dir: sys::fstat(p.fd()).ok().map(|d| (p.key, sys::allocated(&d))),
+            reserved: room.settle(),
+        };
+        // Gone is unreachable while we hold the directory stripe; answer as a miss.
+        let after = self.accounts.created(new, self.now(), self.stamp_secs).map_err(|_| Errno::ENOENT)?;
+        self.stamp_due(key, after.stamp);
+        if created {
+            self.accounts.lock().mark_local(key);
         }
-        self.touch(key);
-        self.refresh_dir(&p);
-        drop(room);
         let inode = self.inodes.insert(path_fd, key, libc::S_IFREG);
-        let fh = self.add_handle(Handle { fd, key });
-        self.maybe_wake_evictor();
-        Ok((super::attr(inode.ino, &st), fh))
+        let (fh, handle) = self.add_handle(Handle::new(fd, key, inode.ino));
+        if after.wake {
+            self.wake_evictor();
+        }
+        Ok((super::attr(inode.ino, &st), self.plan_io(fh, handle, read_only(flags))?))
     }
 
     /// Shared tail of mkdir, mknod and symlink: the new object `name` in `p`.
@@ -108,7 +110,7 @@ impl Core {
         let fd = sys::open_path(p.fd(), &c)?;
         self.chown_new(fd.as_fd(), who);
         let st = sys::fstat(fd.as_fd())?;
-        self.ledger.lock().fresh(key_of(&st));
+        self.accounts.lock().fresh(key_of(&st));
         self.refresh_dir(p);
         Ok(self.publish(p, name, fd, &st, false))
     }
@@ -160,9 +162,9 @@ impl Core {
             // A block keeps the name eviction knows (a second link removed
             // later must not leave it nameless); a file that becomes a block
             // by this link (vLLM's link(tmp, dest)) takes the new name.
-            let named_block = self.ledger.lock().get(&i.key).is_some_and(|e| e.block && e.path.is_some());
+            let named_block = self.accounts.lock().get(&i.key).is_some_and(|e| e.block && e.path.is_some());
             let path = if named_block { None } else { self.rel_path(np.fd(), newname) };
-            self.ledger.lock().upsert(i.key, sys::allocated(&st), true, path, self.now());
+            self.accounts.lock().upsert(i.key, sys::allocated(&st), true, path, self.now());
             self.touch(i.key);
         }
         self.refresh_dir(&np);
@@ -192,7 +194,7 @@ impl Core {
         let _g = self.dirlocks.lock(&[p.key]);
         let st = sys::fstatat(p.fd(), &c)?;
         sys::unlinkat(p.fd(), &c, libc::AT_REMOVEDIR)?;
-        self.ledger.lock().remove(key_of(&st));
+        self.accounts.lock().remove(key_of(&st));
         self.refresh_dir(&p);
         Ok(())
     }
@@ -200,7 +202,7 @@ impl Core {
     /// The ledger side of removing the name `path` of the object `st`.
     fn forget_name(&self, st: &libc::stat, path: Option<&Path>) {
         let key = key_of(st);
-        let mut l = self.ledger.lock();
+        let mut l = self.accounts.lock();
         if st.st_nlink <= 1 || st.st_mode & libc::S_IFMT == libc::S_IFDIR {
             l.mark_unlinked(key);
         } else if let Some(p) = path {
@@ -254,7 +256,7 @@ impl Core {
             self.unevictable.written(new_name, block, false);
         }
         {
-            let mut l = self.ledger.lock();
+            let mut l = self.accounts.lock();
             if is_dir {
                 if let (Some(f), Some(t)) = (from, to) {
                     l.rename_prefix(f, t);

@@ -73,7 +73,7 @@ impl Core {
                 let nst = sys::fstat(next.as_fd())?;
                 let key = key_of(&nst);
                 {
-                    let mut l = self.ledger.lock();
+                    let mut l = self.accounts.lock();
                     l.fresh(key);
                     l.upsert(key, sys::allocated(&nst), false, None, self.now());
                     l.set_kind(key, Kind::Dir);
@@ -90,7 +90,7 @@ impl Core {
             return Err(Errno::EAGAIN);
         }
         // The removed directory no longer counts (du does not see it).
-        self.ledger.lock().drop_unused(p.key);
+        self.accounts.lock().drop_unused(p.key);
         let new = self.inodes.rebind(p.ino, cur, key).ok_or(Errno::ENOENT)?;
         if let Some((dkey, name)) = first_made {
             if let Some(pino) = self.inodes.ino_of(&dkey) {

@@ -76,12 +76,12 @@ impl Unevictable {
     pub fn over_high(&self, core: &Core) -> bool {
         let high = core.policy().high_bytes();
         let unevictable = {
-            let l = core.ledger.lock();
+            let l = core.accounts().lock();
             l.committed().saturating_sub(l.evictable_bytes())
         };
         let due = self.state.lock().counted.is_none_or(|t| t.elapsed() >= RECOUNT_EVERY);
         if unevictable > high && due {
-            let n = core.ledger.lock().nonblock_bytes();
+            let n = core.accounts().lock().nonblock_bytes();
             let mut s = self.state.lock();
             s.nonblock = n;
             s.counted = Some(Instant::now());

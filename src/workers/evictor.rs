@@ -39,7 +39,7 @@ impl SweepLog {
             return;
         }
         let (usage, c) = {
-            let l = core.ledger.lock();
+            let l = core.accounts().lock();
             (l.usage(), l.counts())
         };
         let what = if sweeps == 1 { "eviction sweep:".to_string() } else { format!("eviction, {sweeps} sweeps:") };
@@ -69,14 +69,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         }
     }
     loop {
-        {
-            let (m, cv) = &core.evict_wake;
-            let mut pending = m.lock();
-            if !*pending {
-                cv.wait_for(&mut pending, Duration::from_secs(1));
-            }
-            *pending = false;
-        }
+        core.evictor_wait(Duration::from_secs(1));
         if stop() {
             sweeps.last = None;
             sweeps.flush(&core);
@@ -92,8 +85,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             continue;
         }
         core.reap_empty_dirs();
-        let committed = core.ledger.lock().committed();
-        if !core.policy().should_wake(committed) {
+        if !core.accounts().should_wake() {
             core.unevictable.clear();
             sweeps.flush(&core);
             continue;
@@ -106,8 +98,8 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         // be reached; evict only what max_size itself needs (see fs/unevictable.rs).
         let stuck = core.unevictable.over_high(&core);
         loop {
-            let (p, committed) = (core.policy(), core.ledger.lock().committed());
-            let excess = if stuck { committed.saturating_sub(p.max_size) } else { p.excess(committed) };
+            let (p, committed) = (core.policy(), core.accounts().lock().committed());
+            let excess = if stuck { committed.saturating_sub(p.max_size) } else { core.accounts().excess() };
             if excess == 0 || core.evict(excess, true) == 0 || stop() {
                 break;
             }

@@ -75,7 +75,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         if batch_start.take().is_none() {
             continue;
         }
-        let stale = overflow || core.ledger.lock().counts_blocks_under(&names);
+        let stale = overflow || core.accounts().lock().counts_blocks_under(&names);
         if stale {
             log::debug!("watch: {} top entries of BACKING removed behind the daemon: reconcile now", names.len());
             core.reconcile.request_now();

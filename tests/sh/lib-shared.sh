@@ -63,6 +63,10 @@ shared_cleanup() {
     for p in "${SHARED_NS[@]}"; do
         ip netns del "$p" 2>/dev/null
     done
+    # and any of this scenario's namespaces a failure left unrecorded
+    for p in $(ip netns list 2>/dev/null | awk -v re="^bfs$$[rn][0-9]*\$" '$1 ~ re { print $1 }'); do
+        ip netns del "$p" 2>/dev/null
+    done
 }
 # lib.sh's trap runs after ours, with the scenario's exit status
 trap '_shared_rc=$?; shared_cleanup; (exit $_shared_rc); bfs_cleanup' EXIT
@@ -174,25 +178,10 @@ shared_juicefs() {
     SHARED_N=$1
     [ -x "$JUICEFS" ] || skip "JuiceFS is missing at $JUICEFS (scripts/install-deps.sh installs it)"
     command -v redis-server >/dev/null || skip "redis-server is missing (scripts/install-deps.sh installs it)"
-    local k rns="bfs$$r" addr port host
+    local k rns="bfs$$r" addr port
     mkdir -p "$BFS_TMP/redis" "$BFS_TMP/bucket"
-    if [ -z "${BFS_SHARED_LOOPBACK:-}" ] && ip netns add "$rns" 2>/dev/null; then
+    if [ -z "${BFS_SHARED_LOOPBACK:-}" ] && _netns_setup "$rns"; then
         SHARED_MODE=netns
-        SHARED_NS+=("$rns")
-        ip -n "$rns" link set lo up
-        for ((k = 1; k <= SHARED_N; k++)); do
-            local ns="bfs$$n$k"
-            ip netns add "$ns" || fail "ip netns add $ns"
-            SHARED_NS+=("$ns"); SHARED_NS_OF[k]=$ns
-            ip link add "bfs$$a$k" netns "$rns" type veth peer name "bfs$$b$k" netns "$ns" ||
-                fail "veth pair for node $k"
-            ip -n "$rns" addr add "10.213.$k.1/30" dev "bfs$$a$k"
-            ip -n "$ns" addr add "10.213.$k.2/30" dev "bfs$$b$k"
-            ip -n "$rns" link set "bfs$$a$k" up
-            ip -n "$ns" link set "bfs$$b$k" up
-            ip -n "$ns" link set lo up
-            SHARED_META[k]="redis://10.213.$k.1:6379/1"
-        done
         nsenter "--net=/run/netns/$rns" redis-server --bind 0.0.0.0 --port 6379 --protected-mode no \
             --save '' --appendonly no --dir "$BFS_TMP/redis" >"$BFS_TMP/redis.log" 2>&1 </dev/null &
         SHARED_REDIS=$!
@@ -219,6 +208,37 @@ shared_juicefs() {
         eval "BACKING$k=\$BFS_TMP/jfs$k/kv"
     done
     log "JuiceFS $SHARED_N clients ($SHARED_MODE)"
+}
+
+# _netns_setup RNS: Redis's namespace RNS and one per node, linked by veth
+# pairs; on any failure (no netns or veth support here) removes what it made
+# and returns 1, and the fixture runs on loopback
+_netns_setup() {
+    local ns
+    ip netns add "$1" 2>/dev/null || return 1
+    SHARED_NS+=("$1")
+    _netns_links "$1" 2>"$BFS_TMP/netns.err" && return 0
+    log "network namespaces unusable here ($(head -n 1 "$BFS_TMP/netns.err")): loopback"
+    for ns in "${SHARED_NS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+    SHARED_NS=(); SHARED_NS_OF=()
+    return 1
+}
+
+_netns_links() {
+    local rns=$1 k ns
+    ip -n "$rns" link set lo up || return 1
+    for ((k = 1; k <= SHARED_N; k++)); do
+        ns="bfs$$n$k"
+        ip netns add "$ns" || return 1
+        SHARED_NS+=("$ns"); SHARED_NS_OF[k]=$ns
+        ip link add "bfs$$a$k" netns "$rns" type veth peer name "bfs$$b$k" netns "$ns" &&
+            ip -n "$rns" addr add "10.213.$k.1/30" dev "bfs$$a$k" &&
+            ip -n "$ns" addr add "10.213.$k.2/30" dev "bfs$$b$k" &&
+            ip -n "$rns" link set "bfs$$a$k" up &&
+            ip -n "$ns" link set "bfs$$b$k" up &&
+            ip -n "$ns" link set lo up || return 1
+        SHARED_META[k]="redis://10.213.$k.1:6379/1"
+    done
 }
 
 _redis_up() { "$@" ping 2>/dev/null | grep -q PONG; }

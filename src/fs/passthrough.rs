@@ -60,10 +60,11 @@ struct InodeIo<B> {
     cached: u32,
 }
 
+/// The I/O counts of every inode with open handles (the handles themselves,
+/// with their mode, are in the core's one handle table).
 #[derive(Default)]
 struct State<B> {
     inodes: HashMap<u64, InodeIo<B>>,
-    handles: HashMap<u64, (u64, Mode)>,
 }
 
 /// Per-inode I/O modes of open handles. `B` is the backing id type
@@ -76,15 +77,17 @@ pub struct IoModes<B> {
 impl<B> IoModes<B> {
     /// Modes with passthrough on or off.
     pub fn new(enabled: bool) -> Self {
-        IoModes {
-            enabled: AtomicBool::new(enabled),
-            state: Mutex::new(State { inodes: HashMap::new(), handles: HashMap::new() }),
-        }
+        IoModes { enabled: AtomicBool::new(enabled), state: Mutex::new(State { inodes: HashMap::new() }) }
     }
 
     /// Whether read-only opens currently get passthrough.
     pub fn enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Turns passthrough on or off for later opens (the adapter's setting).
+    pub fn enable(&self, on: bool) {
+        self.enabled.store(on, Ordering::Relaxed);
     }
 
     /// Turns passthrough off for later opens (the kernel or our privileges
@@ -151,18 +154,12 @@ impl<B> IoModes<B> {
         Plan::Cached
     }
 
-    /// Remembers that handle `fh` of inode `ino` was answered in `mode`.
-    pub fn opened(&self, fh: u64, ino: u64, mode: Mode) {
-        self.state.lock().handles.insert(fh, (ino, mode));
-    }
-
-    /// RELEASE of `fh`: uncounts it. Returns the backing id when this was
-    /// the inode's last passthrough open; the caller drops it (closing it in
-    /// the kernel) after the lock is released.
-    pub fn release(&self, fh: u64) -> Option<Arc<B>> {
-        let mut s = self.state.lock();
-        let (ino, mode) = s.handles.remove(&fh)?;
-        Self::uncount(&mut s, ino, mode)
+    /// RELEASE of a handle of inode `ino` answered in `mode`: uncounts it.
+    /// Returns the backing id when this was the inode's last passthrough
+    /// open; the caller drops it (closing it in the kernel) after the lock is
+    /// released.
+    pub fn release(&self, ino: u64, mode: Mode) -> Option<Arc<B>> {
+        Self::uncount(&mut self.state.lock(), ino, mode)
     }
 
     fn uncount(s: &mut State<B>, ino: u64, mode: Mode) -> Option<Arc<B>> {
@@ -177,6 +174,12 @@ impl<B> IoModes<B> {
         }
         backing
     }
+}
+
+/// Whether an open with `flags` only reads (O_RDONLY without O_TRUNC):
+/// only those get passthrough.
+pub fn read_only(flags: i32) -> bool {
+    flags & libc::O_ACCMODE == libc::O_RDONLY && flags & libc::O_TRUNC == 0
 }
 
 #[cfg(test)]
