@@ -149,7 +149,7 @@ fn victims_deleted_behind_the_daemon_pay_for_the_write_not_live_blocks() {
     store(&c, "d.bin", &[2u8; 24 << 10]);
     assert!(d.path().join("c.bin").exists(), "a live block was evicted to pay for bytes already free");
     assert_eq!(crate::stats::Stats::get(&c.stats.evictions), 0, "nothing live was evicted");
-    assert!(c.ledger.lock().get(&key_a).is_none(), "the vanished victim still counts");
+    assert!(c.accounts().lock().get(&key_a).is_none(), "the vanished victim still counts");
 }
 
 #[test]
@@ -158,15 +158,15 @@ fn a_victim_whose_directory_is_gone_stops_counting_at_once() {
     let c = core(d.path(), 64 << 10);
     let sub = c.mkdir(ROOT, OsStr::new("h"), 0o755, ME).unwrap().ino;
     let (_, fh) = c.create(sub, OsStr::new("a.bin"), 0o644, libc::O_WRONLY, ME).unwrap();
-    c.write(fh, 0, &[1u8; 16 << 10]).unwrap();
-    c.release(fh);
+    c.write(fh.fh, 0, &[1u8; 16 << 10]).unwrap();
+    c.release(fh.fh);
     store(&c, "c.bin", &[1u8; 16 << 10]);
     std::fs::remove_dir_all(d.path().join("h")).unwrap(); // rm -rf behind the daemon
-    let (key, path) = c.ledger.lock().take_victim().unwrap();
+    let (key, path) = c.accounts().lock().take_victim().unwrap();
     assert_eq!(path, std::path::Path::new("h/a.bin"));
     let freed = c.evict_victim(key, &path).map(|(n, _)| n);
     assert_eq!(freed, Some(16 << 10), "its bytes count as freed");
-    assert!(c.ledger.lock().get(&key).is_none());
+    assert!(c.accounts().lock().get(&key).is_none());
     assert!(d.path().join("c.bin").exists());
 }
 
@@ -178,9 +178,9 @@ fn a_victim_moved_behind_the_daemon_keeps_counting() {
     // The kernel holds the inode (a lookup), so its fd shows it still linked.
     c.lookup(ROOT, OsStr::new("a.bin")).unwrap();
     std::fs::rename(d.path().join("a.bin"), d.path().join("moved.bin")).unwrap();
-    let before = c.ledger.lock().usage();
-    let (key, path) = c.ledger.lock().take_victim().unwrap();
+    let before = c.accounts().lock().usage();
+    let (key, path) = c.accounts().lock().take_victim().unwrap();
     assert!(c.evict_victim(key, &path).is_none());
-    assert_eq!(c.ledger.lock().usage(), before, "a file still in BACKING keeps counting");
+    assert_eq!(c.accounts().lock().usage(), before, "a file still in BACKING keeps counting");
     assert!(d.path().join("moved.bin").exists());
 }

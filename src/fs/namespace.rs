@@ -93,9 +93,6 @@ impl Core {
         // Gone is unreachable while we hold the directory stripe; answer as a miss.
         let after = self.accounts.created(new, self.now(), self.stamp_secs).map_err(|_| Errno::ENOENT)?;
         self.stamp_due(key, after.stamp);
-        if created {
-            self.accounts.lock().mark_local(key);
-        }
         let inode = self.inodes.insert(path_fd, key, libc::S_IFREG);
         let (fh, handle) = self.add_handle(Handle::new(fd, key, inode.ino));
         if after.wake {
