@@ -6,6 +6,10 @@
 #   scripts/install-deps.sh --tests    also what only the tests use: fuse3 for
 #                                      fusermount3 (non-root mounts), setfacl
 #                                      (acl) for default-ACL modes (tests/sh/55),
+#                                      the real programs the 8x-real-*.sh
+#                                      scenarios run (sqlite3, git, rsync) and,
+#                                      when no python3 has CPython's own tests,
+#                                      Debian's libpython3.X-testsuite (83),
 #                                      prometheus_client's parser (a second
 #                                      opinion on the metrics file), and from
 #                                      crates.io the File System eXerciser
@@ -26,7 +30,7 @@ TESTS=0
 for a in "$@"; do
     case "$a" in
         --tests) TESTS=1 ;;
-        -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "install-deps.sh: unknown argument '$a' (use --tests to add what the tests need)" >&2; exit 2 ;;
     esac
 done
@@ -42,6 +46,16 @@ if ((TESTS)); then
     command -v setfacl >/dev/null || need+=(acl)
     command -v redis-server >/dev/null || need+=(redis-server)
     command -v ip >/dev/null || need+=(iproute2)
+    command -v sqlite3 >/dev/null || need+=(sqlite3)
+    command -v git >/dev/null || need+=(git)
+    command -v rsync >/dev/null || need+=(rsync)
+    # CPython's tests: pyenv and python.org builds ship them; Debian's python3
+    # needs the testsuite package of its own version (tests/sh/83 uses whichever
+    # python3 has them, the one on PATH first)
+    has_tests() { command -v "$1" >/dev/null && "$1" -c 'import test.libregrtest, test.test_os' 2>/dev/null; }
+    if ! has_tests python3 && ! has_tests /usr/bin/python3 && [ -x /usr/bin/python3 ]; then
+        need+=("libpython$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')-testsuite")
+    fi
 fi
 if ((${#need[@]})); then
     echo "installing: ${need[*]}"

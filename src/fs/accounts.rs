@@ -111,6 +111,14 @@ impl Accounts {
         self.guard().excess()
     }
 
+    /// Bytes usage (with reservations) stands above `max_size` itself: what
+    /// the evictor frees when the low watermark can't be reached (non-block
+    /// usage alone above the high one, see `fs/unevictable.rs`).
+    pub fn over_max(&self) -> u64 {
+        let l = self.guard();
+        l.committed().saturating_sub(l.policy().max_size)
+    }
+
     /// Returns a reservation of `bytes`.
     pub fn release(&self, bytes: u64) {
         self.guard().release(bytes);

@@ -157,9 +157,9 @@ fn a_victim_whose_directory_is_gone_stops_counting_at_once() {
     let d = tempfile::tempdir().unwrap();
     let c = core(d.path(), 64 << 10);
     let sub = c.mkdir(ROOT, OsStr::new("h"), 0o755, ME).unwrap().ino;
-    let (_, fh) = c.create(sub, OsStr::new("a.bin"), 0o644, libc::O_WRONLY, ME).unwrap();
-    c.write(fh.fh, 0, &[1u8; 16 << 10]).unwrap();
-    c.release(fh.fh);
+    let fh = c.create(sub, OsStr::new("a.bin"), 0o644, libc::O_WRONLY, ME).unwrap().1.fh;
+    c.write(fh, 0, &[1u8; 16 << 10]).unwrap();
+    c.release(fh);
     store(&c, "c.bin", &[1u8; 16 << 10]);
     std::fs::remove_dir_all(d.path().join("h")).unwrap(); // rm -rf behind the daemon
     let (key, path) = c.accounts().lock().take_victim().unwrap();

@@ -126,12 +126,15 @@ impl Core {
 
     /// SETXATTR by `uid`. On the root, the reserved `user.boundfs.*` names are
     /// control (see `Core::control_set`: EPERM, EINVAL). Errors otherwise: the
-    /// backing errno.
+    /// backing errno. Writing `system.posix_acl_access` can change the mode
+    /// (see [`Core::acl_set_mode`]).
     pub fn setxattr(&self, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, uid: u32) -> OpResult<()> {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return self.control_set(name, value, uid);
         }
-        sys::xattr::set(self.inode(ino)?.fd().as_raw_fd(), name, value, flags)
+        sys::xattr::set(self.inode(ino)?.fd().as_raw_fd(), name, value, flags)?;
+        self.acl_set_mode(ino, name);
+        Ok(())
     }
 
     /// REMOVEXATTR. Errors: EPERM for the reserved `user.boundfs.*` names on
@@ -140,9 +143,29 @@ impl Core {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return Err(Errno::EPERM);
         }
-        sys::xattr::remove(self.inode(ino)?.fd().as_raw_fd(), name)
+        sys::xattr::remove(self.inode(ino)?.fd().as_raw_fd(), name)?;
+        self.acl_set_mode(ino, name);
+        Ok(())
+    }
+
+    /// After `name` was written or removed on `ino`: if it is the access ACL,
+    /// the backing file system has set the mode from it (acl(5): the owner,
+    /// mask or group, and other entries are the permission bits; `setfacl -m`,
+    /// and GNU tools copying a mode through `fsetxattr`, rely on it). The
+    /// kernel passes ACL xattrs through without reading them (no
+    /// FUSE_POSIX_ACL) and drops only its cached ctime, so the cached mode is
+    /// invalidated here, and the reply waits (bounded, as after an eviction)
+    /// until the kernel has it: a stat right after shows the new mode.
+    fn acl_set_mode(&self, ino: INodeNo, name: &OsStr) {
+        if name.as_encoded_bytes() == ACL_ACCESS {
+            let t = self.inval.push_attrs(ino.0);
+            self.inval.wait(t, crate::fs::INVAL_WAIT);
+        }
     }
 }
+
+/// The access ACL's xattr name (acl(5)); the default ACL does not touch the mode.
+const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
 
 /// An xattr answer: the size asked for, or the bytes.
 pub enum Xattr {

@@ -98,8 +98,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         // be reached; evict only what max_size itself needs (see fs/unevictable.rs).
         let stuck = core.unevictable.over_high(&core);
         loop {
-            let (p, committed) = (core.policy(), core.accounts().lock().committed());
-            let excess = if stuck { committed.saturating_sub(p.max_size) } else { core.accounts().excess() };
+            let excess = if stuck { core.accounts().over_max() } else { core.accounts().excess() };
             if excess == 0 || core.evict(excess, true) == 0 || stop() {
                 break;
             }
