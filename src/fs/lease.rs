@@ -1,7 +1,6 @@
 //! The sweeper lease of the shared tier (`-o shared`): of the N nodes over
 //! one shared BACKING, exactly one runs background eviction sweeps (down to
-//! the low watermark) and removes the directories eviction leaves empty; the
-//! others evict only inline, for their own writes, when a write would pass
+//! the low watermark); the others evict only inline, for their own writes, when a write would pass
 //! `max_size`. Without it every node evicts the same excess and together they
 //! go far below the low watermark (issue 12: mean occupancy 69–85 %).
 //!

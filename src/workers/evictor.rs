@@ -75,16 +75,18 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             sweeps.flush(&core);
             return;
         }
+        // Every node removes the directories its own evictions emptied (a
+        // store on another node racing that rmdir recreates its directory:
+        // fs/recreate.rs), so inline evictions leave no empty directories
+        // behind to fill the shared budget.
+        core.reap_empty_dirs();
         if core.shared && !lease.poll(&core) {
-            // Shared tier: only the sweeper sweeps and removes emptied
-            // directories (so no two nodes evict the same excess, and one
-            // node's rmdir never races a store it knows nothing of); this
-            // node evicts inline for its own writes only (Core::reserve).
-            core.empty_dirs.lock().clear();
+            // Shared tier: only the sweeper sweeps, so no two nodes evict the
+            // same excess; this node evicts inline for its own writes only
+            // (Core::reserve).
             sweeps.flush(&core);
             continue;
         }
-        core.reap_empty_dirs();
         if !core.accounts().should_wake() {
             core.unevictable.clear();
             sweeps.flush(&core);

@@ -6,8 +6,9 @@
 # client (as other nodes would), 4 KiB each in 256 directories (h[0:2]/h.bin);
 # node 1's boundfs indexes them, then runs passes every 5 s. Logged per pass:
 # objects, wall time, and the CPU seconds boundfs and its JuiceFS client used.
-# Checked: a pass takes less than half of the default shared
-# reconcile_interval (10 s), and the index counts every block.
+# Checked: a pass takes less than the default shared reconcile_interval
+# (10 s; passes run back to back with that sleep between them), and the
+# index counts every block.
 # CI: 5,000 blocks; BOUNDFS_LONG=1: 100,000.
 . "$(dirname "$0")/lib.sh"
 . "$BFS_SH_DIR/lib-shared.sh"
@@ -50,6 +51,6 @@ passes=$(grep -o 'reconcile: [0-9]* objects in [0-9.]*s' "$BFS_LOG" | tail -n 3)
 log "last passes: $(echo "$passes" | tr '\n' ';')"
 log "CPU over 3 passes: boundfs $(awk "BEGIN{print $b1 - $b0}")s, JuiceFS client $(awk "BEGIN{print $j1 - $j0}")s"
 worst=$(echo "$passes" | sed 's/.* in \([0-9.]*\)s/\1/' | sort -n | tail -n 1)
-$PY -c "import sys; sys.exit(0 if $worst < 5 else 1)" || fail "a reconcile pass over $N blocks took ${worst}s (>= 5 s)"
+$PY -c "import sys; sys.exit(0 if $worst < 10 else 1)" || fail "a reconcile pass over $N blocks took ${worst}s (>= 10 s)"
 node_unmount 1
 bfs_done
