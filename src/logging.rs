@@ -2,11 +2,19 @@
 //! systemd services), to the `log_file`, or, for a detached daemon without
 //! one, to syslog (`/dev/log`, which journald serves: `journalctl -t
 //! boundfs`).
+//!
+//! One line of fuser's is demoted: `ERROR fuser::reply Failed to send FUSE
+//! reply: No such file or directory`. The kernel answers a reply write with
+//! ENOENT when the request it answers is gone: the client was interrupted
+//! (a signal; the kernel sent INTERRUPT and dropped the request) before the
+//! reply arrived (kernel `Documentation/filesystems/fuse.rst`, "Interrupting
+//! filesystem operations"). Nothing was lost, so it is logged at debug.
 
 use std::io::Write;
 use std::os::unix::net::UnixDatagram;
 
-use env_logger::{Builder, Env, Target};
+use env_logger::{Builder, Env, Logger, Target};
+use log::{Level, Log, Metadata, Record};
 
 /// The default filter: our info lines, fuser's errors only.
 pub const DEFAULT_FILTER: &str = "info,fuser=error";
@@ -41,7 +49,54 @@ pub fn init(sink: Sink) {
         });
         b.target(Target::Pipe(Box::new(SyslogWriter::connect(std::path::Path::new("/dev/log")))));
     }
-    let _ = b.try_init();
+    let inner = b.build();
+    let max = inner.filter();
+    if log::set_boxed_logger(Box::new(Quiet { inner })).is_ok() {
+        log::set_max_level(max);
+    }
+}
+
+/// env_logger's logger with the interrupted-reply line demoted to debug.
+struct Quiet {
+    inner: Logger,
+}
+
+/// Whether `r` is fuser's report of a reply to an interrupted request
+/// (`Failed to send FUSE reply: ... (os error 2)`, ENOENT from /dev/fuse).
+fn interrupted_reply(r: &Record) -> bool {
+    if r.level() != Level::Error || !r.target().starts_with("fuser::reply") {
+        return false;
+    }
+    let text = r.args().to_string();
+    text.starts_with("Failed to send FUSE reply") && text.ends_with("(os error 2)")
+}
+
+impl Log for Quiet {
+    fn enabled(&self, m: &Metadata) -> bool {
+        self.inner.enabled(m)
+    }
+
+    fn log(&self, r: &Record) {
+        if !interrupted_reply(r) {
+            return self.inner.log(r);
+        }
+        let debug = Metadata::builder().level(Level::Debug).target(r.target()).build();
+        if self.inner.enabled(&debug) {
+            self.inner.log(
+                &Record::builder()
+                    .metadata(debug)
+                    .module_path(r.module_path())
+                    .file(r.file())
+                    .line(r.line())
+                    .args(format_args!("{} (the request was interrupted; not an error)", r.args()))
+                    .build(),
+            );
+        }
+    }
+
+    fn flush(&self) {
+        self.inner.flush()
+    }
 }
 
 /// Sends each line written to it as one datagram to `/dev/log`.
@@ -78,6 +133,26 @@ impl Write for SyslogWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_interrupted_reply_is_demoted() {
+        let enoent = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let msg = format!("Failed to send FUSE reply: {enoent}");
+        let rec = |level, target, text: &str| {
+            interrupted_reply(&Record::builder().level(level).target(target).args(format_args!("{text}")).build())
+        };
+        assert!(rec(Level::Error, "fuser::reply", &msg));
+        let einval = std::io::Error::from_raw_os_error(libc::EINVAL);
+        assert!(!rec(Level::Error, "fuser::reply", &format!("Failed to send FUSE reply: {einval}")));
+        assert!(!rec(Level::Error, "boundfs::fuse", &msg));
+        assert!(!rec(Level::Warn, "fuser::reply", &msg));
+        // the default filter drops the demoted line, keeps fuser's other errors
+        let logger = Builder::new().parse_filters(DEFAULT_FILTER).build();
+        let debug = Record::builder().level(Level::Debug).target("fuser::reply").build();
+        assert!(!logger.matches(&debug));
+        let error = Record::builder().level(Level::Error).target("fuser::reply").build();
+        assert!(logger.matches(&error));
+    }
 
     #[test]
     fn one_datagram_per_line() {

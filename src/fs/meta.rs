@@ -11,13 +11,22 @@ use super::control::XATTR_PREFIX;
 use super::{Core, OpResult, attr_of, inode::ROOT_INO};
 use crate::sys;
 
-/// What STATFS answers: the budget as the filesystem's size.
+/// What STATFS answers: the budget as the filesystem's size, and as
+/// available what a write can have once eviction has made room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatFs {
     /// Total blocks of `bsize` bytes: max_size / bsize.
     pub blocks: u64,
-    /// Free blocks: (max_size − usage) / bsize, capped by BACKING's own free space.
+    /// Free blocks: (max_size − usage) / bsize, capped by BACKING's own free
+    /// space. `df`'s Used column is `blocks − bfree`, so it stays usage.
     pub bfree: u64,
+    /// Available blocks (`f_bavail`, what `df` shows as Avail and what
+    /// engines gating writes on free space read, e.g. SGLang HiCacheFile's
+    /// `min_free_space`): the free bytes plus the bytes eviction can free now
+    /// (block files in the LRU: no open handle), so
+    /// `min(max_size − usage + evictable, backing free + evictable) / bsize`.
+    /// At least `bfree`, at most `blocks`.
+    pub bavail: u64,
     /// Inodes of BACKING.
     pub files: u64,
     /// Free inodes of BACKING.
@@ -61,18 +70,23 @@ impl Core {
         sys::readlink_fd(self.inode(ino)?.fd())
     }
 
-    /// STATFS: see [`StatFs`]. `df MOUNTPOINT` shows the tier's size.
+    /// STATFS: see [`StatFs`]. `df MOUNTPOINT` shows the tier's size. The
+    /// evictable bytes come from the ledger's running LRU byte sum (O(1)).
+    /// Errors: the backing errno of fstatvfs.
     pub fn statfs(&self) -> OpResult<StatFs> {
         let v = sys::fstatvfs(self.root().fd())?;
         let bsize = (v.f_bsize as u64).max(512);
-        let (max, usage) = {
+        let (max, usage, evictable) = {
             let l = self.accounts.lock();
-            (l.max_size(), l.usage())
+            (l.max_size(), l.usage(), l.evictable_bytes())
         };
-        let backing_free = v.f_bavail as u64 * v.f_frsize.max(1) as u64 / bsize;
+        let backing_free = v.f_bavail as u64 * v.f_frsize.max(1) as u64;
+        let free = max.saturating_sub(usage).min(backing_free);
+        let avail = (max.saturating_sub(usage) + evictable).min(backing_free + evictable).min(max);
         Ok(StatFs {
             blocks: max / bsize,
-            bfree: (max.saturating_sub(usage) / bsize).min(backing_free),
+            bfree: free / bsize,
+            bavail: avail / bsize,
             files: v.f_files as u64,
             ffree: v.f_ffree as u64,
             bsize: bsize as u32,
