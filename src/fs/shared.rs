@@ -134,7 +134,7 @@ impl Core {
         // An eviction that held LOCK_EX before us has unlinked the file. Asked
         // of the backing filesystem, not this client's attribute cache: that
         // may still say linked (JuiceFS, for 1 s), and a read would then meet
-        // the truncated file (EIO or short, seen in the long form of 85).
+        // the truncated file (EIO or short, seen in the long form of 95).
         if sys::nlink_synced(fd)? == 0 {
             return Err(Errno::ENOENT);
         }
