@@ -11,8 +11,8 @@
 #   (N-1) x one node's store rate x (reconcile_interval + the longest pass,
 #   read from the nodes' logs, at least 1 s), and every stretch over max_size
 #   is shorter than reconcile_interval + that pass + 0.5 s (sampling);
-# - no over-eviction: after the first fill, usage never falls below
-#   low_watermark x max_size minus one block (per node);
+# - no over-eviction beyond the same lag: after the first fill, usage never
+#   falls below low_watermark x max_size minus that bound;
 # - exactly one node sweeps (status on both says who), and df shows the
 #   shared budget on both;
 # - held blocks read back exact, hot blocks read on node 2 survive node 1's
@@ -51,8 +51,10 @@ assert_eq True "$(g filled)" "the shared tier filled to the low watermark"
 assert_le "$(g peak_over)" "$bound" "peak usage over max_size (bytes)"
 $PY -c "import sys; sys.exit(0 if $(g longest_over_s) <= $RI + $pass_ms / 1000 + 0.5 else 1)" ||
     fail "usage stayed over max_size $(g longest_over_s)s, longer than reconcile_interval + the longest pass + 0.5 s"
-low_floor=$((MAX * 9 / 10 - 2 * BLOCK))
-assert_ge "$(g min_after_fill)" "$low_floor" "lowest usage after the fill (low watermark minus one block per node)"
+# the same lag the other way: the sweeper still counts what node 2 evicted
+# inline since its last pass, so it may sweep that much too far
+low_floor=$((MAX * 9 / 10 - bound))
+assert_ge "$(g min_after_fill)" "$low_floor" "lowest usage after the fill (low watermark minus the bound)"
 assert_eq "$(g held)" "$(g held_ok)" "blocks held open on node 2 read back exact"
 assert_eq "$(g hot)" "$(g hot_ok)" "blocks node 2 keeps reading survive node 1's eviction (one LRU)"
 assert_eq 0 "$(g cold_left)" "blocks stored with them and never read again are evicted"
