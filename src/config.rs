@@ -28,6 +28,19 @@ pub const MIN_MAX_SIZE: u64 = 1 << 20;
 pub const DEFAULT_ATTR_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default `reconcile_interval`: BACKING is re-walked once a minute (see `workers::reconcile`).
 pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(60);
+/// Default `stamp_interval` with `-o shared`: recency is shared between
+/// nodes only through the mtime stamped on the shared tree, so a block read
+/// on one node must be stamped soon enough for the sweeper (another node) to
+/// see it: stamp (10 s) + reconcile (10 s) stays well within a minute.
+pub const SHARED_STAMP_INTERVAL: Duration = Duration::from_secs(10);
+/// Default `reconcile_interval` with `-o shared`: each pass is how the
+/// sweeper learns other nodes' stores and stamps, and how every node learns
+/// the shared usage `df` shows; its lag is part of the stated overshoot bound.
+pub const SHARED_RECONCILE_INTERVAL: Duration = Duration::from_secs(10);
+/// Default `attr_timeout` with `-o shared`: other nodes create blocks all the
+/// time, and the kernel caches "no such file" as long as an entry; 2 s keeps
+/// a block stored on another node a hit on this one within 2 s.
+pub const SHARED_ATTR_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default `stale_tmp`: engine temporaries untouched for an hour are removed.
 pub const DEFAULT_STALE_TMP: Duration = Duration::from_secs(3600);
 

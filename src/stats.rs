@@ -18,6 +18,9 @@ pub struct Stats {
     /// Eviction candidates skipped because a client opened them between the
     /// choice and the unlink.
     pub evict_skipped_open: AtomicU64,
+    /// Shared mode: eviction candidates made most recent instead, because
+    /// another node stamped them since the last walk (one LRU across nodes).
+    pub evict_reranked: AtomicU64,
     /// Background eviction sweeps run (each brings usage from above the high
     /// to the low watermark).
     pub eviction_sweeps: AtomicU64,

@@ -83,6 +83,23 @@ pub struct Status {
     pub uptime_seconds: u64,
     /// Reconcile passes over BACKING (`reconcile_interval`).
     pub reconciles: u64,
+    /// One of several nodes over one shared BACKING (`-o shared`): `usage`
+    /// is then the shared tree's usage as this node last learned it.
+    pub shared: bool,
+    /// Shared mode: bytes of files created through this node's mount still
+    /// in the shared tree (this node's part of `usage`).
+    pub node_bytes: u64,
+    /// Shared mode: this node holds the sweeper lease (runs eviction sweeps).
+    pub sweeper: bool,
+    /// Shared mode: the sweeper as its lease file says (`host pid N since
+    /// UNIX-SECONDS`); empty when no node ever took the lease.
+    pub sweeper_holder: String,
+    /// Shared mode: seconds since the sweeper's last heartbeat (rewritten
+    /// every 5 s; much more means a stuck holder).
+    pub sweeper_heartbeat_age_seconds: u64,
+    /// Shared mode: eviction candidates made most recent instead because
+    /// another node had used them (one LRU across nodes).
+    pub evict_reranked: u64,
     /// Index entries reconcile passes corrected (adopted, dropped, resized, renamed).
     pub reconcile_fixes: u64,
     /// Stale engine temporaries removed (`stale_tmp`).
@@ -186,6 +203,28 @@ impl Status {
             ),
             ("uptime", duration(self.uptime_seconds)),
         ];
+        let shared = [
+            (
+                "shared",
+                format!(
+                    "usage is the shared tier's; this node's part {}; {} candidates re-ranked by other nodes' use",
+                    bytes(self.node_bytes),
+                    count(self.evict_reranked)
+                ),
+            ),
+            (
+                "sweeper",
+                match (self.sweeper, self.sweeper_holder.is_empty()) {
+                    (true, _) => format!("this node ({})", self.sweeper_holder),
+                    (false, true) => "none yet".to_string(),
+                    (false, false) => {
+                        format!("{} (heartbeat {}s ago)", self.sweeper_holder, self.sweeper_heartbeat_age_seconds)
+                    }
+                },
+            ),
+        ];
+        let rows: Vec<(&str, String)> =
+            if self.shared { rows.into_iter().chain(shared).collect() } else { rows.into_iter().collect() };
         let mut out = String::new();
         for (k, v) in rows {
             out.push_str(&format!("{k:<13}{v}\n"));

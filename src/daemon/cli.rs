@@ -227,8 +227,24 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
             }
         }
     }
-    let o = build(args.backing, args.mountpoint, args.foreground, allow_other, noexec, &kv)?;
-    Ok(Options { atime, shared, ..o })
+    let mut o = build(args.backing, args.mountpoint, args.foreground, allow_other, noexec, &kv)?;
+    o = Options { atime, shared, ..o };
+    if shared {
+        // Shared-tier defaults (config::SHARED_*): other nodes' stores,
+        // evictions and recency stamps reach this node through the shared
+        // tree, so the intervals that bound how late it sees them are shorter.
+        let given = |k: &str| kv.iter().any(|(k2, _)| k2 == k);
+        if !given("stamp_interval") {
+            o.stamp_interval = config::SHARED_STAMP_INTERVAL;
+        }
+        if !given("reconcile_interval") {
+            o.reconcile_interval = config::SHARED_RECONCILE_INTERVAL;
+        }
+        if !given("attr_timeout") {
+            o.attr_timeout = config::SHARED_ATTR_TIMEOUT;
+        }
+    }
+    Ok(o)
 }
 
 fn is_key(k: &str) -> bool {

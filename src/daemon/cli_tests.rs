@@ -157,6 +157,21 @@ fn shared_and_flush() {
 }
 
 #[test]
+fn shared_defaults() {
+    let o = parse(&["-o", "max_size=1M"]).unwrap();
+    assert_eq!(o.stamp_interval, config::DEFAULT_STAMP_INTERVAL);
+    assert_eq!(o.reconcile_interval, config::DEFAULT_RECONCILE_INTERVAL);
+    let o = parse(&["-o", "max_size=1M,shared"]).unwrap();
+    assert_eq!(o.stamp_interval, config::SHARED_STAMP_INTERVAL);
+    assert_eq!(o.reconcile_interval, config::SHARED_RECONCILE_INTERVAL);
+    assert_eq!(o.attr_timeout, config::SHARED_ATTR_TIMEOUT);
+    let o = parse(&["-o", "max_size=1M,shared,stamp_interval=30s,reconcile_interval=0,attr_timeout=5s"]).unwrap();
+    assert_eq!(o.stamp_interval, std::time::Duration::from_secs(30), "given values win");
+    assert!(o.reconcile_interval.is_zero());
+    assert_eq!(o.attr_timeout, std::time::Duration::from_secs(5));
+}
+
+#[test]
 fn sizes_are_powers_of_1024_with_fractions_and_decimal_forms_are_refused() {
     for (v, n) in [
         ("1048576", 1u64 << 20),

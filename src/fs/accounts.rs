@@ -184,6 +184,10 @@ impl Accounts {
         }
         l.pin(c.key)?;
         l.upsert(c.key, c.size, c.block, c.path, now);
+        if c.fresh {
+            // Created here: this node's part of a shared tier's usage.
+            l.mark_local(c.key);
+        }
         let stamp = l.touch(c.key, now, interval);
         if let Some((dkey, dsize)) = c.dir {
             l.set_size(dkey, dsize);

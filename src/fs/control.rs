@@ -30,10 +30,11 @@ pub const XATTR_PREFIX: &str = "user.boundfs.";
 impl Core {
     /// A snapshot of the live status.
     pub fn status(&self) -> Status {
-        let (c, evictable_bytes) = {
+        let (c, evictable_bytes, node_bytes) = {
             let l = self.accounts.lock();
-            (l.counts(), l.evictable_bytes())
+            (l.counts(), l.evictable_bytes(), if self.shared { l.local_bytes() } else { 0 })
         };
+        let (sweeper_holder, sweeper_heartbeat_age_seconds) = self.sweeper_holder().unwrap_or_default();
         let p = self.policy();
         let s = &self.stats;
         let index = self.index_report();
@@ -74,6 +75,12 @@ impl Core {
             reconciles: Stats::get(&s.reconciles),
             reconcile_fixes: Stats::get(&s.reconcile_fixes),
             stale_tmp_removed: Stats::get(&s.stale_tmp_removed),
+            shared: self.shared,
+            node_bytes,
+            sweeper: self.sweeping.load(std::sync::atomic::Ordering::Relaxed),
+            sweeper_holder,
+            sweeper_heartbeat_age_seconds,
+            evict_reranked: Stats::get(&s.evict_reranked),
             nonblock_warning: self.unevictable.nonblock_warning(),
             pattern_warning: self.unevictable.pattern_warning(),
         }

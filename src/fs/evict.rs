@@ -10,7 +10,9 @@
 //!    not in the LRU);
 //! 2. open its directory beneath BACKING without following symlinks, take the
 //!    directory's stripe;
-//! 3. `fstatat` the name: still the same `(dev, ino)` with one link?
+//! 3. `fstatat` the name: still the same `(dev, ino)` with one link? In
+//!    shared mode, an mtime newer than the last walk of the tree means another
+//!    node used it since: it is made most recent instead (one LRU across nodes);
 //! 4. ledger: `begin_removal` (fails if an open pinned it meanwhile; an open
 //!    that comes after sees `Evicting` and answers ENOENT);
 //! 5. open it; in shared mode (`-o shared`) check it is still the chosen
@@ -101,7 +103,16 @@ impl Core {
         };
         let guard = self.dirlocks.lock(&[dkey]);
         match sys::fstatat(dir.as_fd(), &c) {
-            Ok(st) if key_of(&st) == key && st.st_nlink == 1 => {}
+            Ok(st) if key_of(&st) == key && st.st_nlink == 1 => {
+                if self.stamped_elsewhere(key, &st) {
+                    // One LRU across nodes: another node used it since this
+                    // node last read the tree's mtimes. Most recent, not evicted.
+                    drop(guard);
+                    self.accounts.lock().touch(key, self.now(), u32::MAX);
+                    Stats::add(&self.stats.evict_reranked, 1);
+                    return skip("used on another node since the last reconcile");
+                }
+            }
             Ok(st) if key_of(&st) == key => {
                 self.accounts.lock().park(key);
                 return skip("has another hard link");
@@ -128,8 +139,12 @@ impl Core {
                 Ok(fd) if sys::fstat(fd.as_fd()).is_ok_and(|st| key_of(&st) == key) && self.lock_victim(fd.as_fd()) => {
                 }
                 Err(e) if *e == Errno::ENOENT => {
-                    self.accounts.lock().finish_evict(key);
-                    return skip("already removed");
+                    // Removed by another node (this node's client may still
+                    // have the name cached): its bytes stop counting now and
+                    // pay for the write, as a vanished victim's do.
+                    let n = self.accounts.lock().finish_evict(key);
+                    log::debug!("eviction found {} removed elsewhere: {n} bytes stop counting", rel.display());
+                    return (n > 0).then_some((n, None));
                 }
                 _ => {
                     self.accounts.lock().abort_evict(key);
@@ -144,8 +159,9 @@ impl Core {
         let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
             Ok(()) => self.accounts.lock().finish_evict(key),
             Err(e) if e == Errno::ENOENT => {
-                self.accounts.lock().finish_evict(key);
-                return skip("already removed");
+                // As above: gone already, its bytes are free.
+                let n = self.accounts.lock().finish_evict(key);
+                return (n > 0).then_some((n, None));
             }
             Err(e) => {
                 self.accounts.lock().abort_evict(key);
@@ -213,6 +229,25 @@ impl Core {
             self.inval.push(pino, name.to_os_string());
         }
         Ok(Removed { freed })
+    }
+
+    /// Shared mode: whether a victim's `st` shows an mtime stamped after the
+    /// last walk that re-read the tree's mtimes began
+    /// ([`Core::recency_seen_ns`]) that this node did not write itself (its
+    /// own create or stamp since then explains it): then another node used
+    /// it (recency stamps are the only writes to a stored block's mtime) and
+    /// this node's LRU does not know that use yet. Always false without `-o shared`.
+    fn stamped_elsewhere(&self, key: FileKey, st: &libc::stat) -> bool {
+        let seen = self.recency_seen_ns.load(std::sync::atomic::Ordering::Relaxed);
+        let mtime = st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec);
+        if !self.shared || mtime <= seen {
+            return false;
+        }
+        // The walk's start on the ledger's clock (seconds since the mount), rounded down.
+        let ago = (super::unix_ns().saturating_sub(seen) / 1_000_000_000).max(0) as u64 + 1;
+        let seen_at = u64::from(self.now()).saturating_sub(ago);
+        let own = self.accounts.lock().stamped_at(key).is_some_and(|t| u64::from(t) >= seen_at);
+        !own
     }
 
     /// Opens the directory holding `rel` (beneath BACKING, no symlink

@@ -18,6 +18,7 @@ pub mod passthrough;
 pub mod stamps;
 
 mod evict;
+pub mod lease;
 
 mod control;
 mod data;
@@ -32,7 +33,7 @@ use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::{BackingId, Errno, FileAttr, FileType, INodeNo};
@@ -107,6 +108,14 @@ pub struct Core {
     /// FLUSH closes a duplicate of the backing fd (see [`Core::flush`]). Set
     /// once, before the mount serves.
     pub flush_backing: bool,
+    /// Shared mode: this node holds the sweeper lease (see [`lease`]); only
+    /// the sweeper runs background sweeps and removes emptied directories.
+    pub sweeping: AtomicBool,
+    /// Shared mode: wall-clock time (ns since the epoch) the last walk of
+    /// BACKING that re-read every block's mtime started (the start-up index,
+    /// then each reconcile pass). A victim whose mtime is newer was stamped
+    /// since, by another node's use, and is re-ranked instead of evicted.
+    pub recency_seen_ns: AtomicI64,
     /// The start-up index's report once it is complete (`None` while it runs).
     index: (Mutex<Option<ScanReport>>, Condvar),
     /// The one handle table: fh → handle (fd, key, inode, I/O mode).
@@ -148,9 +157,11 @@ impl Core {
             evict_wake: Signal::default(),
             empty_dirs: Mutex::new(Vec::new()),
             reconcile: Default::default(),
+            unevictable: Default::default(),
             shared: false,
             flush_backing: false,
-            unevictable: Default::default(),
+            sweeping: AtomicBool::new(false),
+            recency_seen_ns: AtomicI64::new(unix_ns()),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
             io: IoModes::new(false),
@@ -472,4 +483,9 @@ impl AsFd for Handle {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
+}
+
+/// Wall-clock time now, nanoseconds since the epoch (0 before it).
+pub fn unix_ns() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64)
 }

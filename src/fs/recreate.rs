@@ -9,6 +9,15 @@
 //! invalidates the kernel's entry for the topmost name it recreated, so the
 //! intermediate directories are looked up afresh.
 //!
+//! Shared tier (`-o shared`): a directory another node removed is removed
+//! behind this mount too, but this node's client of the distributed
+//! filesystem never saw the rmdir: the fd still shows a link and a path (or
+//! answers ENOENT), and the client may resolve the old path from its entry
+//! cache for a while (JuiceFS: `--entry-cache`, 1 s). So in shared mode an
+//! ENOENT in a directory recreates it at the path its fd shows, retried every
+//! 100 ms for up to `fs::shared::OPEN_LOCK_WAIT` while that path still
+//! resolves to the old directory.
+//!
 //! [`InodeTable::rebind`]: super::inode::InodeTable::rebind
 
 use std::os::fd::AsFd;
@@ -29,14 +38,23 @@ impl Core {
     /// old path is unknown or outside BACKING; ENOTDIR/ELOOP when a
     /// component is now a file or a symlink; the backing errno of `mkdirat`.
     pub(super) fn recreate_dir(&self, p: &Inode) -> OpResult<Arc<Inode>> {
-        let st = sys::fstat(p.fd())?;
-        if !p.is_dir() || st.st_nlink != 0 {
+        if !p.is_dir() {
             return Err(Errno::ENOENT);
         }
-        let abs = sys::deleted_path(p.fd()).ok_or(Errno::ENOENT)?;
+        let st = sys::fstat(p.fd());
+        let abs = match &st {
+            Ok(st) if st.st_nlink == 0 => sys::deleted_path(p.fd()).ok_or(Errno::ENOENT)?,
+            // Shared tier: another node removed it. This node's client of
+            // the distributed filesystem never saw the rmdir, so the fd still
+            // looks linked (or answers ENOENT); its path is the one to make.
+            _ if self.shared => sys::fd_path(p.fd()).ok_or(Errno::ENOENT)?,
+            _ => return Err(Errno::ENOENT),
+        };
         let rel = abs.strip_prefix(&self.root_path).map_err(|_| Errno::ENOENT)?;
-        let mode = st.st_mode & 0o7777;
-        let owner = Caller { uid: st.st_uid, gid: st.st_gid };
+        let (mode, owner) = match &st {
+            Ok(st) => (st.st_mode & 0o7777, Caller { uid: st.st_uid, gid: st.st_gid }),
+            Err(_) => (0o755, Caller { uid: self.euid, gid: unsafe { libc::getegid() } }),
+        };
         let mut cur = sys::reopen(self.root().fd(), libc::O_PATH | libc::O_DIRECTORY)?;
         let mut first_made = None;
         for comp in rel.components() {
@@ -66,6 +84,11 @@ impl Core {
             cur = next;
         }
         let key = key_of(&sys::fstat(cur.as_fd())?);
+        if key == p.key {
+            // Shared tier: the client still resolves the old path from its
+            // entry cache (JuiceFS: --entry-cache, 1 s): not recreated yet.
+            return Err(Errno::EAGAIN);
+        }
         // The removed directory no longer counts (du does not see it).
         self.accounts.lock().drop_unused(p.key);
         let new = self.inodes.rebind(p.ino, cur, key).ok_or(Errno::ENOENT)?;
@@ -90,10 +113,21 @@ impl Core {
         op: impl Fn(&Arc<Inode>) -> OpResult<T>,
     ) -> OpResult<(Arc<Inode>, T)> {
         match op(&p) {
-            Err(e) if e == Errno::ENOENT => match self.recreate_dir(&p) {
-                Ok(np) => op(&np).map(|v| (np, v)),
-                Err(_) => Err(e),
-            },
+            Err(e) if e == Errno::ENOENT => {
+                // Shared tier: another node's rmdir reaches this node's client
+                // of the distributed filesystem once its entry cache expires;
+                // retry the recreate until then (bounded).
+                let deadline = std::time::Instant::now() + super::shared::OPEN_LOCK_WAIT;
+                loop {
+                    match self.recreate_dir(&p) {
+                        Ok(np) => return op(&np).map(|v| (np, v)),
+                        Err(r) if r == Errno::EAGAIN && std::time::Instant::now() < deadline => {
+                            std::thread::sleep(std::time::Duration::from_millis(100));
+                        }
+                        Err(_) => return Err(e),
+                    }
+                }
+            }
             r => r.map(|v| (p, v)),
         }
     }

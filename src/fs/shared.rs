@@ -131,8 +131,11 @@ impl Core {
                 Err(e) => return Err(e),
             }
         }
-        // An eviction that held LOCK_EX before us has unlinked the file.
-        if sys::fstat(fd)?.st_nlink == 0 {
+        // An eviction that held LOCK_EX before us has unlinked the file. Asked
+        // of the backing filesystem, not this client's attribute cache: that
+        // may still say linked (JuiceFS, for 1 s), and a read would then meet
+        // the truncated file (EIO or short, seen in the long form of 95).
+        if sys::nlink_synced(fd)? == 0 {
             return Err(Errno::ENOENT);
         }
         Ok(())

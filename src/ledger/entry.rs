@@ -62,6 +62,8 @@ pub struct Entry {
     pub(super) linked: bool,
     /// The table slot holds this entry (false: a free slot).
     pub(super) used: bool,
+    /// Created through this mount (shared mode: this node's part of usage).
+    pub(super) local: bool,
 }
 
 impl Entry {
@@ -79,6 +81,7 @@ impl Entry {
             kind: Kind::File,
             linked: false,
             used: true,
+            local: false,
         }
     }
 

@@ -383,3 +383,28 @@ fn a_block_found_with_a_recent_mtime_is_not_stamped_again_at_once() {
     assert!(l.touch(k(2), 5, 60).is_none(), "a recent mtime waits one interval");
     assert!(l.touch(k(2), 60, 60).is_some());
 }
+
+#[test]
+fn local_bytes_count_only_files_created_here() {
+    let mut l = Ledger::new(1 << 30);
+    block(&mut l, 1, 4096);
+    l.mark_local(k(1));
+    assert!(l.index(k(2), 8192, true, Some(PathBuf::from("d/2.bin"))), "another node's file, found by the index");
+    assert_eq!(l.local_bytes(), 4096);
+    assert_eq!(l.usage(), 4096 + 8192);
+    l.set_size(k(1), 12288);
+    assert_eq!(l.local_bytes(), 12288, "follows the size");
+    l.remove(k(1));
+    assert_eq!(l.local_bytes(), 0);
+}
+
+#[test]
+fn stamped_at_is_the_last_own_stamp() {
+    let mut l = Ledger::new(1 << 30);
+    block(&mut l, 1, 4096);
+    assert_eq!(l.stamped_at(k(1)), Some(0), "created at second 0 counts as a stamp then");
+    l.touch(k(1), 30, 10);
+    assert_eq!(l.stamped_at(k(1)), Some(30));
+    assert!(l.index(k(2), 1, true, None));
+    assert_eq!(l.stamped_at(k(2)), None, "found by the index, never stamped here");
+}

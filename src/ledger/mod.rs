@@ -579,6 +579,9 @@ impl Ledger {
 #[path = "ledger_reconcile.rs"]
 mod reconcile_support;
 
+#[path = "ledger_shared.rs"]
+mod shared_support;
+
 #[cfg(test)]
 #[path = "ledger_tests.rs"]
 mod tests;

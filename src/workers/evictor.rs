@@ -1,6 +1,7 @@
 //! The background evictor: sleeps until usage passes the high watermark, then
 //! evicts least recently used blocks down to the low watermark through
-//! [`Core::evict`] (the protocol is written in `crate::fs::evict`).
+//! [`Core::evict`] (the protocol is written in `crate::fs::evict`). In shared
+//! mode only the node holding the sweeper lease sweeps (`crate::fs::lease`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,8 +56,11 @@ impl SweepLog {
 
 /// The background evictor: sleeps until usage passes the high watermark,
 /// then evicts down to the low watermark. Runs until `stop` returns true.
+/// Shared mode: tries the sweeper lease every second and sweeps only while
+/// it holds it.
 pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
     let mut sweeps = SweepLog::default();
+    let mut lease = crate::fs::lease::SweeperLease::default();
     // Background eviction waits for the start-up index, which sets the LRU
     // order (writes that need room meanwhile wait for it in `Core::reserve`).
     while !core.wait_indexed_for(Duration::from_secs(1)) {
@@ -71,7 +75,18 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             sweeps.flush(&core);
             return;
         }
+        // Every node removes the directories its own evictions emptied (a
+        // store on another node racing that rmdir recreates its directory:
+        // fs/recreate.rs), so inline evictions leave no empty directories
+        // behind to fill the shared budget.
         core.reap_empty_dirs();
+        if core.shared && !lease.poll(&core) {
+            // Shared tier: only the sweeper sweeps, so no two nodes evict the
+            // same excess; this node evicts inline for its own writes only
+            // (Core::reserve).
+            sweeps.flush(&core);
+            continue;
+        }
         if !core.accounts().should_wake() {
             core.unevictable.clear();
             sweeps.flush(&core);

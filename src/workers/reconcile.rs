@@ -19,6 +19,8 @@
 //!    indexed; a block file takes its place in the LRU by its mtime; the
 //!    kernel's cached entry for an adopted or dropped name is invalidated
 //!    (it may cache a miss for `attr_timeout`);
+//!    In shared mode every block file is placed by the mtime just read, so
+//!    recency stamped by other nodes reaches this node's LRU;
 //! 5. fix sizes (re-read with `fstat` just before) and give block files
 //!    that lost their name the one the walk found;
 //! 6. remove stale temporaries: regular files named like an engine's
@@ -162,6 +164,7 @@ impl Reconciler {
             let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
             d.as_nanos() as i128
         });
+        let walk_start = crate::fs::unix_ns();
         let mut w = self.walk(core, cutoff);
         w.seen.sort_unstable_by_key(|(k, _)| *k);
         let mut r = PassReport { objects: w.objects, unreadable: w.unreadable, ..Default::default() };
@@ -193,7 +196,15 @@ impl Reconciler {
                 }
             }
         }
-        if !placed.is_empty() {
+        if core.shared {
+            // One LRU across nodes: other nodes' uses reach this node only as
+            // the mtimes they stamp, so every block takes its place by the
+            // mtime just read (this node's own uses since are stamped too,
+            // at most `stamp_interval` late).
+            // (Only evictable blocks are in the LRU; place_by_mtime skips the rest.)
+            core.accounts().lock().place_by_mtime(&w.seen, seen);
+            core.recency_seen_ns.store(walk_start, std::sync::atomic::Ordering::Relaxed);
+        } else if !placed.is_empty() {
             core.accounts().lock().place_by_mtime(&placed, seen);
         }
         for (key, path) in &w.resize {
