@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what boundfs's demo and tests use from Debian: getfattr (attr) to
-# read the status xattr, fuse3 for fusermount3 (non-root mounts), and
-# prometheus_client's parser (a second opinion on the metrics file); and from
+# read the status xattr, setfacl (acl) for default-ACL modes (tests/sh/55),
+# fuse3 for fusermount3 (non-root mounts), and prometheus_client's parser (a second opinion on the metrics file); and from
 # crates.io the File System eXerciser (fsx, pinned) that tests/sh/65-fsx.sh
 # runs.  Idempotent: what is already there (same fsx version) is skipped.
 set -euo pipefail
 FSX_VERSION=0.3.2
 need=()
 command -v getfattr >/dev/null || need+=(attr)
+command -v setfacl >/dev/null || need+=(acl)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v python3 >/dev/null || need+=(python3)
 if ((${#need[@]})); then

@@ -26,7 +26,7 @@ pub const MIN_MAX_SIZE: u64 = 1 << 20;
 /// stamps) is invalidated explicitly, so only changes made in BACKING behind
 /// the mount's back can be seen this late.
 pub const DEFAULT_ATTR_TIMEOUT: Duration = Duration::from_secs(60);
-/// Default `reconcile_interval`: BACKING is re-walked once a minute (see `cache::reconcile`).
+/// Default `reconcile_interval`: BACKING is re-walked once a minute (see `workers::reconcile`).
 pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(60);
 /// Default `stale_tmp`: engine temporaries untouched for an hour are removed.
 pub const DEFAULT_STALE_TMP: Duration = Duration::from_secs(3600);

@@ -9,7 +9,8 @@
 use std::ffi::OsString;
 use std::process::exit;
 
-use boundfs::{cli, ctl, daemon, daemonize, logging, mount_helper, sdnotify::Notify};
+use boundfs::daemon::{self, cli, ctl, daemonize, mount_helper, sdnotify::Notify};
+use boundfs::logging;
 use clap::Parser;
 
 /// Exit codes for bad input and for a failed mount.

@@ -31,7 +31,7 @@ pub struct Stats {
     pub stamps: AtomicU64,
     /// Opens answered with kernel passthrough.
     pub passthrough_opens: AtomicU64,
-    /// Reconcile passes over BACKING (see `cache::reconcile`).
+    /// Reconcile passes over BACKING (see `workers::reconcile`).
     pub reconciles: AtomicU64,
     /// Ledger entries a reconcile pass corrected (adopted, dropped, resized, renamed).
     pub reconcile_fixes: AtomicU64,

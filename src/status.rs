@@ -223,6 +223,21 @@ pub fn duration(secs: u64) -> String {
     out
 }
 
+/// What the start-up index's walk found (`crate::workers::scan`).
+#[derive(Debug, Default, Clone)]
+pub struct ScanReport {
+    /// Objects indexed (files, directories, symlinks …), BACKING included.
+    pub objects: u64,
+    /// Block files among them.
+    pub blocks: u64,
+    /// Bytes allocated in total (what du reports).
+    pub bytes: u64,
+    /// Directories that could not be read (permissions, races).
+    pub unreadable: u64,
+    /// Wall time of the walk, seconds.
+    pub seconds: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,14 +10,22 @@ use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr, INodeNo, TimeOrNow};
 
-use super::{Core, Handle, OpResult, attr, sys};
+use super::{Core, Handle, OpResult, attr_of};
 use crate::stats::Stats;
+use crate::sys;
 
-/// Flags for opening the backing file on a client's behalf. O_DIRECT is not
-/// forwarded: the daemon's buffers are not aligned, and the client's own
-/// O_DIRECT semantics are kept by the kernel's FUSE direct I/O path.
+/// Flags (`open(2)` bits) for opening the backing file on a client's behalf.
+/// Not forwarded:
+/// - O_DIRECT: the daemon's buffers are not aligned, and the client's own
+///   O_DIRECT semantics are kept by the kernel's FUSE direct I/O path;
+/// - O_NOFOLLOW: the backing file is reopened through the `/proc/self/fd`
+///   magic link, which O_NOFOLLOW would refuse with ELOOP; the client's
+///   O_NOFOLLOW already did its work in the kernel's path walk (a final
+///   symlink fails with ELOOP there and never reaches OPEN), and the daemon
+///   never follows a symlink in BACKING anyway (see `sys`);
+/// - O_NOCTTY, O_CLOEXEC: they concern the client's fd, not the daemon's.
 pub fn backing_flags(flags: i32) -> i32 {
-    flags & !(libc::O_DIRECT | libc::O_NOCTTY | libc::O_CLOEXEC)
+    flags & !(libc::O_DIRECT | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC)
 }
 
 /// Upper bound of the bytes a write of `len` at `off` can add to a file whose
@@ -64,7 +72,7 @@ impl Core {
                 // invalidation reach the kernel first, so a stat right after
                 // this ENOENT agrees (an eviction from create or mkdir does
                 // not wait for it). Bounded, as for a write that evicted.
-                self.inval.wait_all(crate::cache::evictor::INVAL_WAIT);
+                self.inval.wait_all(crate::fs::INVAL_WAIT);
             }
         })
     }
@@ -215,7 +223,7 @@ impl Core {
             check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), ts.as_ptr(), 0) })?;
         }
         let st = sys::fstat(i.fd())?;
-        Ok(attr(i.ino, &st))
+        Ok(attr_of(&i, &st))
     }
 
     /// OPENDIR: opens the backing directory for reading.

@@ -14,7 +14,7 @@ use std::hash::{BuildHasher, Hash};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::cache::ledger::FileKey;
+use crate::key::FileKey;
 
 const STRIPES: usize = 256;
 

@@ -11,6 +11,15 @@
 //! (second chance) over the hot inodes. Where handles are unavailable (not
 //! root, or a filesystem without them) inodes keep their fd, as before.
 //!
+//! Inode numbers: an object's FUSE node id is its backing `st_ino`, so that
+//! `stat` (the kernel reports the attr's ino, which fuser also sends as the
+//! node id of a LOOKUP/CREATE entry) agrees with readdir's `d_ino` (the
+//! backing number, passed through) and stays the same across lookups
+//! (`find -inum`, fts cycle checks, `os.scandir` inode()). Where that number
+//! is taken (FUSE's root id 1, the backing root's number, or an object on
+//! another filesystem mounted inside BACKING with the same number) the
+//! object gets a synthetic id from [`SYNTHETIC_BASE`] up instead.
+//!
 //! Lock: one `RwLock` over the maps. It is a leaf lock: no other lock is
 //! taken while it is held and no syscall runs under it (fds are opened
 //! before and closed after).
@@ -22,11 +31,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::RwLock;
 
-use super::{key_of, sys};
-use crate::cache::ledger::FileKey;
+use crate::key::FileKey;
+use crate::key::key_of;
+use crate::sys;
 
 /// FUSE inode number of the mountpoint's root (fixed by the protocol).
 pub const ROOT_INO: u64 = 1;
+
+/// First synthetic node id, for an object whose backing `st_ino` is taken
+/// (far above the inode numbers filesystems hand out; should one collide
+/// with a synthetic id, that object gets a synthetic id too).
+pub const SYNTHETIC_BASE: u64 = 0xffff_0000_0000_0000;
 
 /// One backing object the kernel holds a reference to, with its open fd.
 #[derive(Debug)]
@@ -67,7 +82,8 @@ struct Slot {
 struct Maps {
     by_ino: HashMap<u64, Slot>,
     by_key: HashMap<FileKey, u64>,
-    next_ino: u64,
+    /// Next synthetic node id to try (see [`SYNTHETIC_BASE`]).
+    next_synthetic: u64,
     /// CLOCK of hot inodes that have a handle (may hold stale numbers).
     ring: VecDeque<u64>,
     /// Hot inodes that have a handle (what `fd_cap` bounds).
@@ -104,7 +120,7 @@ impl InodeTable {
         let maps = Maps {
             by_ino: HashMap::from([(ROOT_INO, slot)]),
             by_key: HashMap::from([(root_key, ROOT_INO)]),
-            next_ino: ROOT_INO + 1,
+            next_synthetic: SYNTHETIC_BASE,
             ring: VecDeque::new(),
             hot: 0,
         };
@@ -159,8 +175,7 @@ impl InodeTable {
         let ino = match known {
             Some(ino) => ino,
             None => {
-                let ino = m.next_ino;
-                m.next_ino += 1;
+                let ino = Self::node_id(&mut m, &key, self.root.key.ino);
                 m.by_key.insert(key, ino);
                 m.by_ino.insert(ino, Slot { nlookup: 0, key, fmt, handle: None, hot: None });
                 ino
@@ -180,6 +195,23 @@ impl InodeTable {
         drop(m);
         drop(cooled);
         i
+    }
+
+    /// The node id for a new object `key`: its backing `st_ino` unless that
+    /// is 0, FUSE's root id, the number the root reports (`root_ino`), or
+    /// held by another object; else the next free synthetic id.
+    fn node_id(m: &mut Maps, key: &FileKey, root_ino: u64) -> u64 {
+        let free = |m: &Maps, n: u64| n > ROOT_INO && n != root_ino && !m.by_ino.contains_key(&n);
+        if free(m, key.ino) {
+            return key.ino;
+        }
+        loop {
+            let n = m.next_synthetic;
+            m.next_synthetic = m.next_synthetic.checked_add(1).unwrap_or(SYNTHETIC_BASE);
+            if free(m, n) {
+                return n;
+            }
+        }
     }
 
     /// Counts `ino` hot and runs the CLOCK until at most `cap` coolable
@@ -271,6 +303,30 @@ mod tests {
         let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
         assert!(fd >= 0);
         unsafe { OwnedFd::from_raw_fd(fd) }
+    }
+
+    #[test]
+    fn node_ids_are_backing_inode_numbers_unless_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = open(dir.path());
+        let rkey = key_of(&sys::fstat(root.as_fd()).unwrap());
+        let t = InodeTable::with_fd_cap(root, rkey, 16, false);
+        let p = dir.path().join("f");
+        std::fs::write(&p, "x").unwrap();
+        let key = key_of(&sys::fstat(open(&p).as_fd()).unwrap());
+        assert_eq!(t.insert(open(&p), key, libc::S_IFREG).ino, key.ino, "a file's node id is its st_ino");
+        assert_eq!(t.insert(open(&p), key, libc::S_IFREG).ino, key.ino, "and stays so on the next lookup");
+        // Another filesystem inside BACKING may hand out the same number, or
+        // the root's: those objects get distinct synthetic ids.
+        let other = FileKey { dev: key.dev + 1, ino: key.ino };
+        let a = t.insert(open(&p), other, libc::S_IFREG).ino;
+        let b = t.insert(open(&p), FileKey { dev: key.dev + 1, ino: rkey.ino }, libc::S_IFREG).ino;
+        let c = t.insert(open(&p), FileKey { dev: key.dev + 1, ino: ROOT_INO }, libc::S_IFREG).ino;
+        assert!(a >= SYNTHETIC_BASE && b >= SYNTHETIC_BASE && c >= SYNTHETIC_BASE, "{a} {b} {c}");
+        assert!(a != b && b != c && a != c);
+        assert_eq!(t.ino_of(&other), Some(a));
+        t.forget(key.ino, 2);
+        assert_eq!(t.insert(open(&p), key, libc::S_IFREG).ino, key.ino, "the same number after FORGET");
     }
 
     #[test]

@@ -8,7 +8,8 @@ use std::os::fd::AsRawFd;
 use fuser::{Errno, FileAttr, INodeNo};
 
 use super::control::XATTR_PREFIX;
-use super::{Core, OpResult, attr, inode::ROOT_INO, sys};
+use super::{Core, OpResult, attr_of, inode::ROOT_INO};
+use crate::sys;
 
 /// What STATFS answers: the budget as the filesystem's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +37,23 @@ impl Core {
             Some(Ok(h)) => sys::fstat(std::os::fd::AsFd::as_fd(&h.fd))?,
             _ => sys::fstat(i.fd())?,
         };
-        Ok(attr(i.ino, &st))
+        Ok(attr_of(&i, &st))
+    }
+
+    /// The permission bits to create an object with under `parent`, from
+    /// the client's `mode` and `umask` (sent unapplied: FUSE_DONT_MASK). As
+    /// POSIX.1e and acl(5) ("Object creation and default ACLs") say: under a
+    /// directory with a default ACL the umask is ignored (the backing kernel
+    /// then masks `mode` with that ACL itself), otherwise it is applied. The
+    /// daemon's own umask is 0, so the backing kernel adds nothing. A parent
+    /// the daemon no longer holds gets the umask (its create fails anyway).
+    pub fn creation_mode(&self, parent: INodeNo, mode: u32, umask: u32) -> u32 {
+        let Ok(p) = self.inode(parent) else { return mode & !umask };
+        let name = OsStr::new("system.posix_acl_default");
+        match sys::xattr::get(p.fd().as_raw_fd(), name, &mut []) {
+            Ok(n) if n > 0 => mode,
+            _ => mode & !umask,
+        }
     }
 
     /// READLINK: the stored target, never resolved.

@@ -11,7 +11,9 @@
 
 pub mod dirlock;
 pub mod inode;
-pub mod sys;
+pub mod stamps;
+
+mod evict;
 
 mod control;
 mod data;
@@ -30,17 +32,20 @@ use fuser::{Errno, FileAttr, FileType, INodeNo};
 use globset::GlobSet;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::cache::ledger::{FileKey, Kind, Ledger, Refused};
-use crate::cache::policy::Policy;
-use crate::cache::scan::ScanReport;
-use crate::cache::stamp::Stamper;
+use crate::key::{FileKey, key_of};
+use crate::ledger::policy::Policy;
+use crate::ledger::{Kind, Ledger, Refused};
 use crate::notify::Invalidator;
 use crate::stats::Stats;
+use crate::status::ScanReport;
+use crate::sys;
 use dirlock::DirLocks;
 use inode::{Inode, InodeTable};
+use stamps::Stamper;
 
 pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
 pub use data::{DirStream, backing_flags, write_growth};
+pub use evict::INVAL_WAIT;
 pub use meta::{StatFs, Xattr};
 
 /// Result of a core operation: a value or the errno to answer.
@@ -91,7 +96,7 @@ pub struct Core {
     /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
     pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
     /// Wakes the reconcile thread (stop, or an early pass).
-    pub reconcile: crate::cache::reconcile::Waker,
+    pub reconcile: crate::wake::Waker,
     /// Signalled (with the ledger lock) when an open handle is released.
     pub released: Condvar,
     /// The start-up index's report once it is complete (`None` while it runs).
@@ -106,8 +111,8 @@ pub struct Core {
 
 impl Core {
     /// A core over the BACKING directory open at `root_fd` (an `O_PATH`
-    /// directory fd), with a ledger that is either built (`cache::scan::scan`)
-    /// or being built (`Ledger::start_indexing`, then `cache::scan::index`).
+    /// directory fd), with a ledger that is either built (`workers::scan::scan`)
+    /// or being built (`Ledger::start_indexing`, then `workers::scan::index`).
     pub fn new(
         root_path: PathBuf,
         root_fd: OwnedFd,
@@ -377,11 +382,6 @@ impl Drop for Reservation<'_> {
     }
 }
 
-/// Backing identity of a stat result.
-pub fn key_of(st: &libc::stat) -> FileKey {
-    FileKey { dev: st.st_dev, ino: st.st_ino }
-}
-
 fn time(secs: i64, nsecs: i64) -> SystemTime {
     if secs >= 0 {
         UNIX_EPOCH + Duration::new(secs as u64, nsecs as u32)
@@ -418,6 +418,18 @@ pub fn attr(ino: u64, st: &libc::stat) -> FileAttr {
         blksize: st.st_blksize as u32,
         flags: 0,
     }
+}
+
+/// Attributes of `i` for a GETATTR or SETATTR reply: as [`attr`], except
+/// that the root reports the backing root's `st_ino` like every other inode
+/// (its node id is fixed at 1 by the protocol, but these replies carry no
+/// node id, and readdir's `d_ino` of "." is the backing number).
+pub fn attr_of(i: &Inode, st: &libc::stat) -> FileAttr {
+    let mut a = attr(i.ino, st);
+    if i.ino == inode::ROOT_INO {
+        a.ino = INodeNo(st.st_ino);
+    }
+    a
 }
 
 /// The `AsFd` of a handle, for brevity at call sites.

@@ -8,9 +8,11 @@ use std::path::Path;
 
 use fuser::{Errno, FileAttr, INodeNo};
 
-use super::{Caller, Core, Handle, OpResult, key_of, sys};
-use crate::cache::ledger::Kind;
+use super::{Caller, Core, Handle, OpResult};
+use crate::key::key_of;
+use crate::ledger::Kind;
 use crate::stats::Stats;
+use crate::sys;
 
 /// Room reserved for the directory block a new entry may add (bytes).
 const ENTRY_RESERVE: u64 = 8192;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad input (table-driven, every option of src/cli.rs, both spellings): empty,
+# Bad input (table-driven, every option of src/daemon/cli.rs, both spellings): empty,
 # zero, negative, overflow, wrong unit, garbage after a number, unknown key,
 # duplicated key, bad paths.  Each case must print exactly one line on
 # stderr, exit with status 2 within 10 s, and leave nothing mounted.  Then

@@ -12,7 +12,8 @@ use std::hash::{BuildHasher, RandomState};
 
 use hashbrown::HashTable;
 
-use super::ledger::{Entry, FileKey};
+use super::Entry;
+use crate::key::FileKey;
 
 /// "No slot" in links.
 const NIL: u32 = u32::MAX;

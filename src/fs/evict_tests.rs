@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 
 use fuser::Errno;
 
-use crate::cache::testing::{ME, ROOT, core, store};
+use crate::testing::{ME, ROOT, core, store};
 
 #[test]
 fn rename_into_the_victims_place_is_never_deleted() {

@@ -18,26 +18,14 @@ use std::time::Instant;
 
 use globset::GlobSet;
 
-use crate::cache::ledger::{FileKey, Kind, Ledger};
-use crate::fs::{Core, key_of, sys};
+use crate::fs::Core;
+use crate::key::{FileKey, key_of};
+use crate::ledger::{Kind, Ledger};
+use crate::status::ScanReport;
+use crate::sys;
 
 /// Names stat'ed per stripe-lock hold.
 const CHUNK: usize = 512;
-
-/// What the walk found.
-#[derive(Debug, Default, Clone)]
-pub struct ScanReport {
-    /// Objects indexed (files, directories, symlinks …), BACKING included.
-    pub objects: u64,
-    /// Block files among them.
-    pub blocks: u64,
-    /// Bytes allocated in total (what du reports).
-    pub bytes: u64,
-    /// Directories that could not be read (permissions, races).
-    pub unreadable: u64,
-    /// Wall time of the walk, seconds.
-    pub seconds: f64,
-}
 
 /// One object found: identity, allocated bytes, mtime, block-ness, and (for
 /// block files) the path relative to BACKING.

@@ -9,8 +9,8 @@ use filetime::FileTime;
 use fuser::Errno;
 
 use super::Reconciler;
-use crate::cache::testing::{ROOT, core, store};
 use crate::fs::Core;
+use crate::testing::{ROOT, core, store};
 
 const HOUR: Duration = Duration::from_secs(3600);
 

@@ -1,4 +1,5 @@
-//! Eviction: choose the least recently used block under the ledger lock,
+//! Inline eviction (a `Core` method; the background sweeps that call it live
+//! in `crate::workers::evictor`): choose the least recently used block under the ledger lock,
 //! verify and unlink it under its directory's stripe, commit, invalidate.
 //!
 //! One victim, step by step (the race the seed design's reviewer found, a
@@ -20,14 +21,14 @@ use std::ffi::CString;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fuser::Errno;
 
-use crate::cache::ledger::FileKey;
-use crate::fs::{Core, key_of, sys};
+use super::Core;
+use crate::key::{FileKey, key_of};
 use crate::stats::Stats;
+use crate::sys;
 
 /// How long an inline eviction waits for its invalidations to reach the kernel.
 pub const INVAL_WAIT: Duration = Duration::from_millis(200);
@@ -187,102 +188,6 @@ pub(crate) struct Parent<'a> {
     pub(crate) c: CString,
 }
 
-/// Shortest time between two info lines about eviction sweeps. Under a
-/// steady store load a sweep runs several times a second; the sweeps in
-/// between are summed into the next line (each is logged at debug level).
-const SWEEP_LOG_INTERVAL: Duration = Duration::from_secs(10);
-
-/// Sweeps done since the last info line: `[sweeps, files, bytes, skipped
-/// because opened meanwhile, skipped for other reasons]` and their time.
-#[derive(Default)]
-struct SweepLog {
-    last: Option<Instant>,
-    n: [u64; 5],
-    secs: f64,
-}
-
-impl SweepLog {
-    fn add(&mut self, n: [u64; 5], secs: f64) {
-        log::debug!("eviction sweep: {} files, {} bytes in {secs:.3}s", n[1], n[2]);
-        for (t, x) in self.n.iter_mut().zip(n) {
-            *t += x;
-        }
-        self.secs += secs;
-    }
-
-    /// Logs what was summed, if anything, once [`SWEEP_LOG_INTERVAL`] has passed.
-    fn flush(&mut self, core: &Core) {
-        let [sweeps, files, bytes, open, other] = self.n;
-        if sweeps == 0 || self.last.is_some_and(|t| t.elapsed() < SWEEP_LOG_INTERVAL) {
-            return;
-        }
-        let (usage, c) = {
-            let l = core.ledger.lock();
-            (l.usage(), l.counts())
-        };
-        let what = if sweeps == 1 { "eviction sweep:".to_string() } else { format!("eviction, {sweeps} sweeps:") };
-        log::info!(
-            "{what} {files} files, {bytes} bytes in {:.3}s; skipped {open} opened meanwhile, {other} for other \
-             reasons; {} block files not evictable now (open, or linked twice); usage now {usage} of {}",
-            self.secs,
-            c.block_files.saturating_sub(c.evictable),
-            core.policy().max_size,
-        );
-        *self = SweepLog { last: Some(Instant::now()), ..Default::default() };
-    }
-}
-
-/// The background evictor: sleeps until usage passes the high watermark,
-/// then evicts down to the low watermark. Runs until `stop` returns true.
-pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
-    let mut sweeps = SweepLog::default();
-    // Background eviction waits for the start-up index, which sets the LRU
-    // order (writes that need room meanwhile wait for it in `Core::reserve`).
-    while !core.wait_indexed_for(Duration::from_secs(1)) {
-        if stop() {
-            return;
-        }
-    }
-    loop {
-        {
-            let (m, cv) = &core.evict_wake;
-            let mut pending = m.lock();
-            if !*pending {
-                cv.wait_for(&mut pending, Duration::from_secs(1));
-            }
-            *pending = false;
-        }
-        if stop() {
-            sweeps.last = None;
-            sweeps.flush(&core);
-            return;
-        }
-        core.reap_empty_dirs();
-        let committed = core.ledger.lock().committed();
-        if !core.policy().should_wake(committed) {
-            sweeps.flush(&core);
-            continue;
-        }
-        let t0 = Instant::now();
-        let st = &core.stats;
-        let counters = [&st.evictions, &st.evicted_bytes, &st.evict_skipped, &st.evict_skipped_open];
-        let before = counters.map(Stats::get);
-        loop {
-            let excess = core.policy().excess(core.ledger.lock().committed());
-            if excess == 0 || core.evict(excess, true) == 0 || stop() {
-                break;
-            }
-        }
-        let took = t0.elapsed();
-        Stats::add(&st.eviction_sweeps, 1);
-        Stats::add(&st.eviction_sweep_micros, took.as_micros().min(u64::MAX as u128) as u64);
-        let after = counters.map(Stats::get);
-        let [files, bytes, skipped, open] = [0, 1, 2, 3].map(|i| after[i].saturating_sub(before[i]));
-        sweeps.add([1, files, bytes, open, skipped.saturating_sub(open)], took.as_secs_f64());
-        sweeps.flush(&core);
-    }
-}
-
 #[cfg(test)]
-#[path = "evictor_tests.rs"]
+#[path = "evict_tests.rs"]
 mod tests;

@@ -42,11 +42,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::Errno;
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use parking_lot::{Condvar, Mutex};
 
-use crate::cache::ledger::FileKey;
-use crate::fs::{Core, key_of, sys};
+use crate::fs::Core;
+use crate::key::FileKey;
+use crate::key::key_of;
 use crate::stats::Stats;
+use crate::sys;
 
 /// Names of engine temporaries, from the engines' store paths (see
 /// ENGINES.md): vLLM and llm-d write `<dest>_<random>.tmp` (and vLLM's
@@ -320,8 +321,7 @@ impl Reconciler {
                     if e.size != size {
                         w.resize.push((key, path.clone()));
                     }
-                    if e.path.is_none() && e.state == crate::cache::ledger::State::Live && !path.as_os_str().is_empty()
-                    {
+                    if e.path.is_none() && e.state == crate::ledger::State::Live && !path.as_os_str().is_empty() {
                         w.restore.push((key, path.clone(), block));
                     }
                 }
@@ -334,7 +334,7 @@ impl Reconciler {
     }
 }
 
-/// [`Ledger::drop_unused`](crate::cache::ledger::Ledger::drop_unused) if the
+/// [`Ledger::drop_unused`](crate::ledger::Ledger::drop_unused) if the
 /// entry still has the path the check was made on. Returns the bytes dropped.
 fn drop_unused_at(core: &Core, key: FileKey, rel: Option<&Path>) -> Option<u64> {
     let mut l = core.ledger.lock();
@@ -414,50 +414,6 @@ fn remove_stale(core: &Core, key: FileKey, rel: &Path, cutoff: i128) -> Option<u
 /// Shortest time between the end of one pass and a pass asked for by
 /// [`Waker::request`] (a whole-tree walk; seconds per million files).
 pub const REQUEST_MIN_GAP: Duration = Duration::from_secs(5);
-
-/// Wakes the reconcile thread: to stop it, or for an early pass (the
-/// evictor found a name gone from BACKING behind the daemon).
-#[derive(Default)]
-pub struct Waker {
-    /// (stopped, pass requested)
-    state: Mutex<(bool, bool)>,
-    cv: Condvar,
-}
-
-impl Waker {
-    /// Asks the thread to stop (it finishes the pass in progress first).
-    pub fn stop(&self) {
-        self.state.lock().0 = true;
-        self.cv.notify_all();
-    }
-
-    /// Asks for a pass soon: at once if the last one ended [`REQUEST_MIN_GAP`]
-    /// ago, else then. No effect when reconcile is off.
-    pub fn request(&self) {
-        self.state.lock().1 = true;
-        self.cv.notify_all();
-    }
-
-    /// Sleeps until `interval` has passed, or a request once `min_gap` has;
-    /// true once stopped.
-    fn sleep(&self, interval: Duration, min_gap: Duration) -> bool {
-        let start = Instant::now();
-        let mut s = self.state.lock();
-        loop {
-            if s.0 {
-                return true;
-            }
-            let elapsed = start.elapsed();
-            if elapsed >= interval || (s.1 && elapsed >= min_gap) {
-                break;
-            }
-            let until = if s.1 { min_gap.min(interval) } else { interval };
-            self.cv.wait_for(&mut s, until.saturating_sub(elapsed));
-        }
-        s.1 = false;
-        false
-    }
-}
 
 /// The reconcile thread: one pass every `interval`, or sooner when asked
 /// through `core.reconcile`, until stopped.

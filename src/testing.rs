@@ -1,4 +1,4 @@
-//! Test fixtures shared by the cache's tests: a [`Core`] over a real
+//! Test fixtures shared by the core's and the workers' tests: a [`Core`] over a real
 //! directory (no mount), and a store through it.
 
 use std::ffi::OsStr;
@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use fuser::INodeNo;
 
-use crate::cache::ledger::Ledger;
-use crate::cache::policy::Policy;
 use crate::config::build_matcher;
-use crate::fs::{Caller, Core, key_of, sys};
+use crate::fs::{Caller, Core};
+use crate::key::key_of;
+use crate::ledger::Ledger;
+use crate::ledger::policy::Policy;
+use crate::sys;
 
 /// FUSE inode of BACKING.
 pub const ROOT: INodeNo = INodeNo(1);
@@ -27,7 +29,7 @@ pub fn core(dir: &Path, max: u64) -> Core {
     let key = key_of(&sys::fstat(root.as_fd()).unwrap());
     let m = build_matcher(&["*.bin".into()]).unwrap();
     let mut ledger = Ledger::new(max);
-    crate::cache::scan::scan(&root, &m, &mut ledger);
+    crate::workers::scan::scan(&root, &m, &mut ledger);
     let policy = Policy { max_size: max, high_watermark: 0.95, low_watermark: 0.9 };
     Core::new(dir.canonicalize().unwrap(), root, key, ledger, policy, m, Duration::from_secs(60))
 }

@@ -1,13 +1,13 @@
 //! The ledger's reconcile support, a child module of `ledger` so it can
 //! reach the ledger's private state: bringing the index back to what BACKING
 //! holds after changes made behind the daemon's back (see
-//! `crate::cache::reconcile`).
+//! `crate::workers::reconcile`).
 
 use std::path::{Path, PathBuf};
 
 use super::{FileKey, Ledger, State};
 
-/// Reconcile support (see `crate::cache::reconcile`): bringing the index back
+/// Reconcile support (see `crate::workers::reconcile`): bringing the index back
 /// to what BACKING holds after changes made behind the daemon's back.
 impl Ledger {
     /// Keys a reconcile pass may find gone: live entries with no open handle.

@@ -10,103 +10,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::table::Table;
+pub mod entry;
+pub mod policy;
+pub mod table;
 
-/// Identity of a backing object: `(st_dev, st_ino)`. Hard links share one key,
-/// so a file with two names is counted once, as du counts it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FileKey {
-    /// `st_dev` of the backing object.
-    pub dev: u64,
-    /// `st_ino` of the backing object.
-    pub ino: u64,
-}
-
-/// Lifecycle of an entry with respect to eviction and unlink.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    /// Present in BACKING under `path` (when known).
-    Live,
-    /// Chosen by the evictor, verified unopened, about to be unlinked. An open
-    /// that finds this state answers ENOENT.
-    Evicting,
-    /// Unlinked by a client while handles were still open: its bytes stay in
-    /// usage until the last release, as du of the backing fs would see them.
-    Unlinked,
-}
-
-/// What kind of object an entry is, for status counts only.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Kind {
-    /// A regular file (the default until told otherwise).
-    #[default]
-    File,
-    /// A directory (BACKING itself included).
-    Dir,
-    /// A symlink, fifo, socket or device node.
-    Other,
-}
-
-impl Kind {
-    /// The kind of a `st_mode`.
-    pub fn of_mode(mode: u32) -> Kind {
-        match mode & libc::S_IFMT {
-            libc::S_IFREG => Kind::File,
-            libc::S_IFDIR => Kind::Dir,
-            _ => Kind::Other,
-        }
-    }
-}
-
-/// One backing object.
-#[derive(Debug)]
-pub struct Entry {
-    /// Allocated bytes (`st_blocks * 512`).
-    pub size: u64,
-    /// The name matches `pattern`, so the file may be evicted.
-    pub block: bool,
-    /// Open handles through the mount.
-    pub opens: u32,
-    /// See [`State`].
-    pub state: State,
-    /// Path relative to BACKING of the name eviction would unlink, if known.
-    pub path: Option<Box<Path>>,
-    /// Taken out of the LRU by the evictor (e.g. it had two links); a touch
-    /// puts it back.
-    parked: bool,
-    /// Seconds (of the caller's clock, +1 so 0 means never) of the last mtime stamp.
-    stamped_at: u32,
-    /// See [`Kind`]; set with [`Ledger::set_kind`].
-    kind: Kind,
-    /// In the LRU list (kept by [`super::table::Table`]).
-    pub(super) linked: bool,
-    /// The table slot holds this entry (false: a free slot).
-    pub(super) used: bool,
-}
-
-impl Entry {
-    /// A live entry of `size` bytes with no handle, not yet in the LRU.
-    fn new(size: u64, block: bool, path: Option<PathBuf>, parked: bool, stamped_at: u32) -> Self {
-        let path = path.map(PathBuf::into_boxed_path);
-        Entry {
-            size,
-            block,
-            opens: 0,
-            state: State::Live,
-            path,
-            parked,
-            stamped_at,
-            kind: Kind::File,
-            linked: false,
-            used: true,
-        }
-    }
-
-    /// An empty entry (size 0, not a block, no path).
-    pub(super) fn placeholder() -> Self {
-        Entry::new(0, false, None, false, 0)
-    }
-}
+use crate::key::FileKey;
+pub use entry::{Entry, Kind, State};
+use table::Table;
 
 /// Why a reservation could not be granted: the bytes missing.
 #[derive(Debug, PartialEq, Eq)]

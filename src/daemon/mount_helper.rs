@@ -12,7 +12,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
-use crate::cli;
+use super::cli;
 
 /// What mount(8) asked for, turned into boundfs's own argv.
 #[derive(Debug, PartialEq)]

@@ -2,6 +2,8 @@
 //! operation, reply. Every error goes out through [`reply_err`], which logs
 //! unexpected errnos once at debug level.
 
+pub mod passthrough;
+
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -16,8 +18,8 @@ use fuser::{
 };
 
 use crate::fs::{Caller, Core, Xattr};
-use crate::passthrough::{IoModes, Mode, Plan};
 use crate::stats::Stats;
+use passthrough::{IoModes, Mode, Plan};
 
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
 /// filesystem (overlayfs, as in most containers); nothing stacks on boundfs.
@@ -28,6 +30,9 @@ pub struct BoundFs {
     core: Arc<Core>,
     ttl: Duration,
     io: IoModes<BackingId>,
+    /// FUSE_DONT_MASK was negotiated: CREATE, MKDIR and MKNOD carry the
+    /// client's umask unapplied (see [`Core::creation_mode`]).
+    dont_mask: bool,
 }
 
 impl BoundFs {
@@ -35,7 +40,13 @@ impl BoundFs {
     /// attributes for `ttl`; read-only opens use kernel passthrough when
     /// `passthrough` is set and the kernel and our privileges allow it.
     pub fn new(core: Arc<Core>, ttl: Duration, passthrough: bool) -> Self {
-        BoundFs { core, ttl, io: IoModes::new(passthrough) }
+        BoundFs { core, ttl, io: IoModes::new(passthrough), dont_mask: false }
+    }
+
+    /// The mode to create an object with under `parent`: the kernel applied
+    /// the umask already unless FUSE_DONT_MASK was negotiated.
+    fn creation_mode(&self, parent: INodeNo, mode: u32, umask: u32) -> u32 {
+        if self.dont_mask { self.core.creation_mode(parent, mode, umask) } else { mode & !umask }
     }
 
     /// Turns passthrough off after `why`, logging it once.
@@ -144,6 +155,10 @@ impl Filesystem for BoundFs {
         // and max_pages to match; the kernel caps both at
         // fs.fuse.max_pages_limit pages (256 = 1 MiB by default), so requests
         // are as large as this kernel allows.
+        // The umask must not be applied under a directory with a default ACL
+        // (POSIX.1e); the kernel applies it to every create unless the
+        // daemon takes it over (fs/fuse/dir.c, FUSE_DONT_MASK).
+        self.dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
         if self.io.enabled() && unsafe { libc::geteuid() } != 0 {
             // FUSE_DEV_IOC_BACKING_OPEN needs CAP_SYS_ADMIN (fs/fuse/backing.c).
             self.no_passthrough("not root: registering backing files needs CAP_SYS_ADMIN");
@@ -211,14 +226,14 @@ impl Filesystem for BoundFs {
     }
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
-        match self.core.mknod(parent, name, mode & !umask, rdev, who(req)) {
+        match self.core.mknod(parent, name, self.creation_mode(parent, mode, umask), rdev, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "mknod", e),
         }
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        match self.core.mkdir(parent, name, mode & !umask, who(req)) {
+        match self.core.mkdir(parent, name, self.creation_mode(parent, mode, umask), who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "mkdir", e),
         }
@@ -449,7 +464,7 @@ impl Filesystem for BoundFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let (a, fh) = match self.core.create(parent, name, mode & !umask, flags, who(req)) {
+        let (a, fh) = match self.core.create(parent, name, self.creation_mode(parent, mode, umask), flags, who(req)) {
             Ok(r) => r,
             Err(e) => return reply_err!(reply, "create", e),
         };

@@ -7,6 +7,13 @@
 //! the stamper write the pending mtime stamps, and exit 0; a second one exits
 //! at once (status 1). SIGUSR1 logs the live status once.
 
+pub mod cli;
+pub mod ctl;
+pub mod daemonize;
+pub mod metrics;
+pub mod mount_helper;
+pub mod sdnotify;
+
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,14 +22,16 @@ use std::thread;
 
 use fuser::{Config, MountOption, SessionACL};
 
-use crate::cache::ledger::{Kind, Ledger};
-use crate::cache::{evictor, policy::Policy, reconcile, scan};
 use crate::config::Options;
-use crate::fs::{Core, key_of, sys};
+use crate::fs::Core;
 use crate::fuse::BoundFs;
-use crate::metrics;
-use crate::sdnotify::Notify;
+use crate::key::key_of;
+use crate::ledger::policy::Policy;
+use crate::ledger::{Kind, Ledger};
 use crate::stats::Stats;
+use crate::sys;
+use crate::workers::{evictor, reconcile, scan, stamp};
+use sdnotify::Notify;
 
 enum Event {
     Signal(i32),
@@ -42,7 +51,8 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
              (no file handles); lookups fail with EMFILE beyond it"
         );
     }
-    // Modes from clients are applied exactly (the kernel already applied their umask).
+    // Modes from clients are applied exactly: their umask is applied before (by
+    // the kernel, or Core::creation_mode, which skips it under a default ACL).
     unsafe { libc::umask(0) };
     let root_c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(opts.backing.as_os_str()))
         .map_err(|_| "backing path contains a NUL byte".to_string())?;
@@ -56,7 +66,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     let root_key = key_of(&sys::fstat(root_fd.as_fd()).map_err(|e| format!("stat {}: {e:?}", opts.backing.display()))?);
     let matcher = opts.block_matcher().map_err(|e| e.0)?;
 
-    // The index is built in the background once mounted (cache::scan::index);
+    // The index is built in the background once mounted (workers::scan::index);
     // until then reservations are checked against an upper bound of usage:
     // the bytes used on BACKING's whole filesystem.
     let mut ledger = Ledger::new(opts.max_size);
@@ -165,7 +175,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
                     c.inval.push_attrs(ino);
                 });
             };
-            c.stamper.run(&stamp_root, || s.load(Ordering::Relaxed), stamped)
+            stamp::run(&c.stamper, &stamp_root, || s.load(Ordering::Relaxed), stamped)
         }));
     }
     let metrics = match &opts.metrics_file {
