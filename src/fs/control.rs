@@ -72,6 +72,8 @@ impl Core {
             reconciles: Stats::get(&s.reconciles),
             reconcile_fixes: Stats::get(&s.reconcile_fixes),
             stale_tmp_removed: Stats::get(&s.stale_tmp_removed),
+            requests: s.requests.snapshot(),
+            syscalls: crate::sys::syscalls(),
         }
     }
 

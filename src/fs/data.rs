@@ -201,9 +201,7 @@ impl Core {
     ) -> OpResult<FileAttr> {
         let i = self.inode(ino)?;
         let p = sys::proc_path(i.fd().as_raw_fd());
-        let check = |r: libc::c_int| {
-            if r < 0 { Err(Errno::from(std::io::Error::last_os_error())) } else { Ok(()) }
-        };
+        let check = |r: libc::c_int| sys::check(r).map(drop);
         if let Some(m) = mode {
             check(unsafe { libc::chmod(p.as_ptr(), m & 0o7777) })?;
         }

@@ -313,6 +313,7 @@ impl Core {
     /// (the daemon creates everything with its own credentials).
     fn chown_new(&self, fd: BorrowedFd<'_>, who: Caller) {
         if self.euid == 0 && (who.uid != 0 || who.gid != 0) {
+            sys::tick();
             let r = unsafe {
                 libc::fchownat(
                     std::os::fd::AsRawFd::as_raw_fd(&fd),

@@ -18,7 +18,7 @@ use fuser::{
 };
 
 use crate::fs::{Caller, Core, Xattr};
-use crate::stats::Stats;
+use crate::stats::{Op, Stats};
 use passthrough::{IoModes, Mode, Plan};
 
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
@@ -151,6 +151,7 @@ macro_rules! reply_err {
 
 impl Filesystem for BoundFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        self.core.stats.requests.count(Op::Init);
         // READ and WRITE requests: fuser asks for its largest max_write (16 MiB)
         // and max_pages to match; the kernel caps both at
         // fs.fuse.max_pages_limit pages (256 = 1 MiB by default), so requests
@@ -175,7 +176,12 @@ impl Filesystem for BoundFs {
         Ok(())
     }
 
+    fn destroy(&mut self) {
+        self.core.stats.requests.count(Op::Destroy);
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.core.stats.requests.count(Op::Lookup);
         match self.core.lookup(parent, name) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(Errno::ENOENT) if !self.ttl.is_zero() => reply.entry(&self.ttl, &negative_entry(), Generation(0)),
@@ -184,10 +190,12 @@ impl Filesystem for BoundFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.core.stats.requests.count(Op::Forget);
         self.core.inodes.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.core.stats.requests.count(Op::Getattr);
         match self.core.getattr(ino, fh.map(|f| f.0)) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(reply, "getattr", e),
@@ -212,6 +220,7 @@ impl Filesystem for BoundFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.core.stats.requests.count(Op::Setattr);
         match self.core.setattr(ino, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(reply, "setattr", e),
@@ -219,6 +228,7 @@ impl Filesystem for BoundFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.core.stats.requests.count(Op::Readlink);
         match self.core.readlink(ino) {
             Ok(t) => reply.data(&t),
             Err(e) => reply_err!(reply, "readlink", e),
@@ -226,6 +236,7 @@ impl Filesystem for BoundFs {
     }
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        self.core.stats.requests.count(Op::Mknod);
         match self.core.mknod(parent, name, self.creation_mode(parent, mode, umask), rdev, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "mknod", e),
@@ -233,6 +244,7 @@ impl Filesystem for BoundFs {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        self.core.stats.requests.count(Op::Mkdir);
         match self.core.mkdir(parent, name, self.creation_mode(parent, mode, umask), who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "mkdir", e),
@@ -240,6 +252,7 @@ impl Filesystem for BoundFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Unlink);
         match self.core.unlink(parent, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "unlink", e),
@@ -247,6 +260,7 @@ impl Filesystem for BoundFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Rmdir);
         match self.core.rmdir(parent, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "rmdir", e),
@@ -254,6 +268,7 @@ impl Filesystem for BoundFs {
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        self.core.stats.requests.count(Op::Symlink);
         match self.core.symlink(parent, link_name, target, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "symlink", e),
@@ -270,6 +285,7 @@ impl Filesystem for BoundFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.core.stats.requests.count(Op::Rename);
         match self.core.rename(parent, name, newparent, newname, flags.bits()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "rename", e),
@@ -277,6 +293,7 @@ impl Filesystem for BoundFs {
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        self.core.stats.requests.count(Op::Link);
         match self.core.link(ino, newparent, newname) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "link", e),
@@ -284,6 +301,7 @@ impl Filesystem for BoundFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.core.stats.requests.count(Op::Open);
         let fh = match self.core.open(ino, flags.0) {
             Ok(fh) => fh,
             Err(e) => return reply_err!(reply, "open", e),
@@ -306,6 +324,7 @@ impl Filesystem for BoundFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.core.stats.requests.count(Op::Read);
         match self.core.read(fh.0, offset, size) {
             Ok(buf) => reply.data(&buf),
             Err(e) => reply_err!(reply, "read", e),
@@ -324,6 +343,7 @@ impl Filesystem for BoundFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        self.core.stats.requests.count(Op::Write);
         match self.core.write(fh.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply_err!(reply, "write", e),
@@ -333,6 +353,7 @@ impl Filesystem for BoundFs {
     /// FLUSH has nothing to do (every write already reached BACKING); ENOSYS
     /// tells the kernel never to send it again, saving a round trip per close.
     fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Flush);
         reply.error(Errno::ENOSYS);
     }
 
@@ -349,6 +370,7 @@ impl Filesystem for BoundFs {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
+        self.core.stats.requests.count(Op::Ioctl);
         reply.error(Errno::ENOTTY);
     }
 
@@ -362,6 +384,7 @@ impl Filesystem for BoundFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.core.stats.requests.count(Op::Release);
         let backing = self.io.release(fh.0);
         self.core.release(fh.0);
         reply.ok();
@@ -369,6 +392,7 @@ impl Filesystem for BoundFs {
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Fsync);
         match self.core.fsync(fh.0, datasync) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "fsync", e),
@@ -376,6 +400,7 @@ impl Filesystem for BoundFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.core.stats.requests.count(Op::Opendir);
         match self.core.opendir(ino) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply_err!(reply, "opendir", e),
@@ -383,6 +408,7 @@ impl Filesystem for BoundFs {
     }
 
     fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        self.core.stats.requests.count(Op::Readdir);
         let r = self.core.readdir(fh.0, offset as i64, |ino, next, kind, name| {
             reply.add(INodeNo(ino), next as u64, kind, OsStr::from_bytes(name))
         });
@@ -393,15 +419,18 @@ impl Filesystem for BoundFs {
     }
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Releasedir);
         self.core.releasedir(fh.0);
         reply.ok();
     }
 
     fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Fsyncdir);
         reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.core.stats.requests.count(Op::Statfs);
         match self.core.statfs() {
             Ok(s) => reply.statfs(s.blocks, s.bfree, s.bfree, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
             Err(e) => reply_err!(reply, "statfs", e),
@@ -418,6 +447,7 @@ impl Filesystem for BoundFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.core.stats.requests.count(Op::Setxattr);
         match self.core.setxattr(ino, name, value, flags, req.uid()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "setxattr", e),
@@ -425,6 +455,7 @@ impl Filesystem for BoundFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.core.stats.requests.count(Op::Getxattr);
         match self.core.getxattr(ino, name, size) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
@@ -433,6 +464,7 @@ impl Filesystem for BoundFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.core.stats.requests.count(Op::Listxattr);
         match self.core.listxattr(ino, size) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
@@ -441,6 +473,7 @@ impl Filesystem for BoundFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Removexattr);
         match self.core.removexattr(ino, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "removexattr", e),
@@ -448,6 +481,7 @@ impl Filesystem for BoundFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Access);
         match self.core.access(ino, mask.bits(), req.uid(), req.gid()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "access", e),
@@ -464,6 +498,7 @@ impl Filesystem for BoundFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.core.stats.requests.count(Op::Create);
         let (a, fh) = match self.core.create(parent, name, self.creation_mode(parent, mode, umask), flags, who(req)) {
             Ok(r) => r,
             Err(e) => return reply_err!(reply, "create", e),
@@ -486,6 +521,7 @@ impl Filesystem for BoundFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.core.stats.requests.count(Op::Fallocate);
         match self.core.fallocate(fh.0, offset, length, mode) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "fallocate", e),
@@ -493,6 +529,7 @@ impl Filesystem for BoundFs {
     }
 
     fn lseek(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+        self.core.stats.requests.count(Op::Lseek);
         match self.core.lseek(fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
             Err(e) => reply_err!(reply, "lseek", e),
