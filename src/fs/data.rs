@@ -61,6 +61,31 @@ fn dtype(t: u8) -> fuser::FileType {
     }
 }
 
+/// The mode `mode` keeps after an unprivileged write or truncate: without
+/// S_ISUID, and without S_ISGID when S_IXGRP is set (a set-group-ID file
+/// without group-execute is a mandatory-locking marker the VFS leaves alone;
+/// `should_remove_suid` in fs/inode.c). None when nothing changes.
+pub fn killed_privs(mode: u32) -> Option<u32> {
+    let mut m = mode & 0o7777;
+    if mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    m &= !libc::S_ISUID;
+    if m & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP {
+        m &= !libc::S_ISGID;
+    }
+    (m != mode & 0o7777).then_some(m)
+}
+
+/// Clears what [`killed_privs`] says on the open file `fd` of mode `mode`
+/// (fchmod only when a bit is set).
+fn kill_privs(fd: std::os::fd::RawFd, mode: u32) -> OpResult<()> {
+    match killed_privs(mode) {
+        Some(m) => sys::check(unsafe { libc::fchmod(fd, m) }).map(drop),
+        None => Ok(()),
+    }
+}
+
 impl Core {
     /// OPEN: opens the backing file and pins it against eviction until
     /// release. Errors: ENOENT if eviction removed it first (never an fd to a
@@ -114,11 +139,20 @@ impl Core {
         Ok(buf)
     }
 
-    /// WRITE `data` at `off`. Errors: ENOSPC when the bytes it may add can't
-    /// be made room for (nothing else is disturbed), the backing errno.
-    pub fn write(&self, fh: u64, off: u64, data: &[u8]) -> OpResult<u32> {
+    /// WRITE `data` at `off`. `kill_suidgid` (the kernel's
+    /// FUSE_WRITE_KILL_SUIDGID: the writer lacks CAP_FSETID and
+    /// FUSE_HANDLE_KILLPRIV_V2 left the job to us) clears set-user-ID, and
+    /// set-group-ID when group-execute is set, as the VFS does for a write
+    /// (`should_remove_suid`); security.capability is removed by the backing
+    /// filesystem itself on the daemon's write. Errors: ENOSPC when the bytes
+    /// it may add can't be made room for (nothing else is disturbed), the
+    /// backing errno.
+    pub fn write(&self, fh: u64, off: u64, data: &[u8], kill_suidgid: bool) -> OpResult<u32> {
         let h = self.handle(fh)?;
         let st = sys::fstat(h.fd.as_fd())?;
+        if kill_suidgid {
+            kill_privs(h.fd.as_raw_fd(), st.st_mode)?;
+        }
         let room = self.reserve(write_growth(&st, off, data.len() as u64), true)?;
         // The backing filesystem itself may fill up (it may be smaller than
         // max_size, or shared), before the write starts (ENOSPC) or part way
@@ -186,7 +220,10 @@ impl Core {
         }
     }
 
-    /// SETATTR: mode, owner, size, times, in that order; returns the new attributes.
+    /// SETATTR: mode, owner, size, times, in that order; returns the new
+    /// attributes. `kill_suidgid`: a truncate (size without mode) clears the
+    /// bits [`killed_privs`] names, as the VFS does for an unprivileged
+    /// truncate (with FUSE_HANDLE_KILLPRIV_V2 the kernel leaves it to us).
     #[allow(clippy::too_many_arguments)]
     pub fn setattr(
         &self,
@@ -198,6 +235,7 @@ impl Core {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
+        kill_suidgid: bool,
     ) -> OpResult<FileAttr> {
         let i = self.inode(ino)?;
         let p = sys::proc_path(i.fd().as_raw_fd());
@@ -220,7 +258,13 @@ impl Core {
             let ts = [timespec(atime), timespec(mtime)];
             check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), ts.as_ptr(), 0) })?;
         }
-        let st = sys::fstat(i.fd())?;
+        let mut st = sys::fstat(i.fd())?;
+        if size.is_some() && mode.is_none() && kill_suidgid {
+            if let Some(m) = killed_privs(st.st_mode) {
+                check(unsafe { libc::chmod(p.as_ptr(), m) })?;
+                st = sys::fstat(i.fd())?;
+            }
+        }
         Ok(attr_of(&i, &st))
     }
 
@@ -285,5 +329,21 @@ fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
                 libc::timespec { tv_sec: -(d.as_secs() as i64), tv_nsec: 0 }
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod kill_tests {
+    use super::killed_privs;
+
+    #[test]
+    fn killed_privs_follows_should_remove_suid() {
+        let reg = libc::S_IFREG;
+        assert_eq!(killed_privs(reg | 0o4755), Some(0o755));
+        assert_eq!(killed_privs(reg | 0o6775), Some(0o775));
+        assert_eq!(killed_privs(reg | 0o2745), None, "set-group-ID without group-execute stays");
+        assert_eq!(killed_privs(reg | 0o6745), Some(0o2745));
+        assert_eq!(killed_privs(reg | 0o644), None);
+        assert_eq!(killed_privs(libc::S_IFDIR | 0o2775), None, "directories are not touched");
     }
 }

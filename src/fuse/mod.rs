@@ -33,6 +33,8 @@ pub struct BoundFs {
     /// FUSE_DONT_MASK was negotiated: CREATE, MKDIR and MKNOD carry the
     /// client's umask unapplied (see [`Core::creation_mode`]).
     dont_mask: bool,
+    /// FUSE_HANDLE_KILLPRIV_V2 was negotiated (see [`Filesystem::init`]).
+    killpriv: bool,
 }
 
 impl BoundFs {
@@ -40,7 +42,7 @@ impl BoundFs {
     /// attributes for `ttl`; read-only opens use kernel passthrough when
     /// `passthrough` is set and the kernel and our privileges allow it.
     pub fn new(core: Arc<Core>, ttl: Duration, passthrough: bool) -> Self {
-        BoundFs { core, ttl, io: IoModes::new(passthrough), dont_mask: false }
+        BoundFs { core, ttl, io: IoModes::new(passthrough), dont_mask: false, killpriv: false }
     }
 
     /// The mode to create an object with under `parent`: the kernel applied
@@ -82,17 +84,24 @@ impl BoundFs {
         }
     }
 
-    /// Plans and, if needed, sets up the I/O mode of a fresh handle: the
-    /// open flags to answer and the backing id for passthrough. On `None`
+    /// Plans and, if needed, sets up the I/O mode of a fresh handle opened
+    /// with `flags` (open(2) bits): the open flags to answer and the backing
+    /// id for passthrough. A write-only open gets FOPEN_DIRECT_IO once
+    /// FUSE_HANDLE_KILLPRIV_V2 is negotiated ([`Plan::Direct`]). On `None`
     /// the handle is closed again and the caller answers ETXTBSY.
     fn mode_of(
         &self,
         ino: u64,
         fh: u64,
-        read_only: bool,
+        flags: i32,
         open_backing: impl FnOnce(&std::os::fd::OwnedFd) -> std::io::Result<BackingId>,
     ) -> Option<(FopenFlags, Option<Arc<BackingId>>)> {
-        let plan = match self.io.plan(ino, read_only) {
+        let planned = if self.killpriv && flags & libc::O_ACCMODE == libc::O_WRONLY {
+            self.io.plan_writer(ino)
+        } else {
+            self.io.plan(ino, read_only(flags))
+        };
+        let plan = match planned {
             Plan::NeedBacking { direct } => self.backing_for(ino, fh, direct, open_backing),
             p => p,
         };
@@ -106,6 +115,10 @@ impl BoundFs {
             Plan::Cached => {
                 self.io.opened(fh, ino, Mode::Cached);
                 Some((FopenFlags::empty(), None))
+            }
+            Plan::Direct => {
+                self.io.opened(fh, ino, Mode::Direct);
+                Some((FopenFlags::FOPEN_DIRECT_IO, None))
             }
             Plan::Busy | Plan::NeedBacking { .. } => {
                 self.core.release(fh);
@@ -160,6 +173,14 @@ impl Filesystem for BoundFs {
         // (POSIX.1e); the kernel applies it to every create unless the
         // daemon takes it over (fs/fuse/dir.c, FUSE_DONT_MASK).
         self.dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
+        // Before a file's first write the kernel asks GETXATTR
+        // security.capability (file_remove_privs), one round trip per stored
+        // block. With FUSE_HANDLE_KILLPRIV_V2 the daemon kills suid/sgid on
+        // WRITE (FUSE_WRITE_KILL_SUIDGID) and truncate, and write-only opens
+        // answered FOPEN_DIRECT_IO skip file_remove_privs altogether
+        // (fs/fuse/file.c, fuse_direct_write_iter); caps go with the daemon's
+        // own write to the backing file (the backing filesystem removes them).
+        self.killpriv = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2).is_ok();
         if self.io.enabled() && unsafe { libc::geteuid() } != 0 {
             // FUSE_DEV_IOC_BACKING_OPEN needs CAP_SYS_ADMIN (fs/fuse/backing.c).
             self.no_passthrough("not root: registering backing files needs CAP_SYS_ADMIN");
@@ -204,7 +225,7 @@ impl Filesystem for BoundFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -221,7 +242,10 @@ impl Filesystem for BoundFs {
         reply: ReplyAttr,
     ) {
         self.core.stats.requests.count(Op::Setattr);
-        match self.core.setattr(ino, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime) {
+        // FATTR_KILL_SUIDGID is not passed on by fuser: a caller other than
+        // root stands for "lacks CAP_FSETID".
+        let kill = self.killpriv && req.uid() != 0;
+        match self.core.setattr(ino, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, kill) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(reply, "setattr", e),
         }
@@ -306,7 +330,7 @@ impl Filesystem for BoundFs {
             Ok(fh) => fh,
             Err(e) => return reply_err!(reply, "open", e),
         };
-        match self.mode_of(ino.0, fh, read_only(flags.0), |fd| reply.open_backing(fd)) {
+        match self.mode_of(ino.0, fh, flags.0, |fd| reply.open_backing(fd)) {
             Some((f, Some(id))) => reply.opened_passthrough(FileHandle(fh), f, &id),
             Some((f, None)) => reply.opened(FileHandle(fh), f),
             None => reply.error(Errno::ETXTBSY),
@@ -338,13 +362,14 @@ impl Filesystem for BoundFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         self.core.stats.requests.count(Op::Write);
-        match self.core.write(fh.0, offset, data) {
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match self.core.write(fh.0, offset, data, kill) {
             Ok(n) => reply.written(n),
             Err(e) => reply_err!(reply, "write", e),
         }
@@ -504,7 +529,7 @@ impl Filesystem for BoundFs {
             Err(e) => return reply_err!(reply, "create", e),
         };
         let (ttl, g) = (&self.ttl, Generation(0));
-        match self.mode_of(a.ino.0, fh, read_only(flags), |fd| reply.open_backing(fd)) {
+        match self.mode_of(a.ino.0, fh, flags, |fd| reply.open_backing(fd)) {
             Some((f, Some(id))) => reply.created_passthrough(ttl, &a, g, FileHandle(fh), f, &id),
             Some((f, None)) => reply.created(ttl, &a, g, FileHandle(fh), f),
             None => reply.error(Errno::ETXTBSY),

@@ -19,6 +19,14 @@
 //!   FOPEN_PASSTHROUGH": its reads and writes are FUSE requests to the
 //!   daemon (counted against the budget), only its mmap maps the backing file.
 //!
+//! - an open for writing only (O_WRONLY) that joins no passthrough readers
+//!   gets FOPEN_DIRECT_IO alone ([`Plan::Direct`]): such an open takes no
+//!   I/O mode in the kernel ("FOPEN_DIRECT_IO without FOPEN_PASSTHROUGH"
+//!   is left out of the inode's mode in `fuse_file_io_open`), so readers
+//!   may still get passthrough beside it, and its writes skip the kernel's
+//!   `file_remove_privs` (the daemon kills suid/sgid instead, see
+//!   FUSE_HANDLE_KILLPRIV_V2 in `crate::fuse`).
+//!
 //! Lock order: `IoModes::state` is a leaf lock; the backing id is created and
 //! dropped (each an ioctl) outside it.
 
@@ -36,6 +44,9 @@ pub enum Mode {
     Passthrough,
     /// Page-cache mode: reads and writes are FUSE requests served by the daemon.
     Cached,
+    /// FOPEN_DIRECT_IO alone (a write-only open): no kernel I/O mode, writes
+    /// are FUSE requests served by the daemon.
+    Direct,
 }
 
 /// What an open should answer. `direct` asks for FOPEN_DIRECT_IO beside
@@ -49,6 +60,9 @@ pub enum Plan<B> {
     NeedBacking { direct: bool },
     /// Answer without passthrough (already counted).
     Cached,
+    /// Answer FOPEN_DIRECT_IO without passthrough (not counted: it takes no
+    /// I/O mode of the inode).
+    Direct,
     /// Refuse with ETXTBSY: the inode is in passthrough mode but no backing
     /// id could be made for it (only after the kernel refused one).
     Busy,
@@ -111,6 +125,20 @@ impl<B> IoModes<B> {
         Plan::Cached
     }
 
+    /// Decides the mode of a write-only open of inode `ino`: it joins
+    /// passthrough readers as [`IoModes::plan`] would, else [`Plan::Direct`].
+    pub fn plan_writer(&self, ino: u64) -> Plan<B> {
+        {
+            let s = self.state.lock();
+            if !s.inodes.get(&ino).is_some_and(|io| io.passthrough > 0) {
+                return Plan::Direct;
+            }
+        }
+        // Readers left meanwhile: plan() then counts it as cached, which is
+        // also correct (only less cheap).
+        self.plan(ino, false)
+    }
+
     /// Records the backing id created after [`Plan::NeedBacking`]; returns
     /// the one to answer with (another open may have installed one first;
     /// then `b` is dropped, outside the lock, by the caller).
@@ -170,6 +198,7 @@ impl<B> IoModes<B> {
         match mode {
             Mode::Passthrough => io.passthrough = io.passthrough.saturating_sub(1),
             Mode::Cached => io.cached = io.cached.saturating_sub(1),
+            Mode::Direct => {}
         }
         let backing = if io.passthrough == 0 { io.backing.take() } else { None };
         if io.passthrough == 0 && io.cached == 0 {

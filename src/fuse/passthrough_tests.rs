@@ -88,3 +88,21 @@ fn disabled_means_cached_for_everyone_and_failure_falls_back() {
     m.opened(1, 8, Mode::Cached);
     assert!(matches!(m.plan(8, false), Plan::Cached), "writer beside the fallen-back reader");
 }
+
+#[test]
+fn write_only_opens_take_no_mode_unless_readers_are_in_passthrough() {
+    let m: IoModes<Id> = IoModes::new(true);
+    assert!(matches!(m.plan_writer(7), Plan::Direct));
+    m.opened(1, 7, Mode::Direct);
+    // A direct-I/O writer takes no kernel I/O mode: a reader still gets passthrough.
+    let id = backed(&m, 7, 3);
+    m.opened(2, 7, Mode::Passthrough);
+    match m.plan_writer(7) {
+        Plan::Passthrough { id: got, direct: true } => assert_eq!(got, id),
+        p => panic!("a writer beside passthrough readers must join them with direct I/O: {p:?}"),
+    }
+    m.opened(3, 7, Mode::Passthrough);
+    assert!(m.release(1).is_none());
+    assert!(m.release(3).is_none());
+    assert_eq!(m.release(2), Some(id), "the last passthrough open hands the backing id back");
+}
