@@ -77,7 +77,7 @@ impl Core {
         }
         let path_fd = sys::reopen(fd.as_fd(), libc::O_PATH)?;
         let block = self.is_block_name(name);
-        let path = self.rel_path(p.fd(), name);
+        let path = self.rel_path(&p, name);
         self.ledger.lock().upsert(key, sys::allocated(&st), block, path, self.now());
         self.touch(key);
         self.refresh_dir(&p);
@@ -145,7 +145,7 @@ impl Core {
             // later must not leave it nameless); a file that becomes a block
             // by this link (vLLM's link(tmp, dest)) takes the new name.
             let named_block = self.ledger.lock().get(&i.key).is_some_and(|e| e.block && e.path.is_some());
-            let path = if named_block { None } else { self.rel_path(np.fd(), newname) };
+            let path = if named_block { None } else { self.rel_path(&np, newname) };
             self.ledger.lock().upsert(i.key, sys::allocated(&st), true, path, self.now());
             self.touch(i.key);
         }
@@ -160,7 +160,7 @@ impl Core {
     pub fn unlink(&self, parent: INodeNo, name: &OsStr) -> OpResult<()> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
-        let path = self.rel_path(p.fd(), name);
+        let path = self.rel_path(&p, name);
         let _g = self.dirlocks.lock(&[p.key]);
         let st = sys::fstatat(p.fd(), &c)?;
         sys::unlinkat(p.fd(), &c, 0)?;
@@ -206,8 +206,8 @@ impl Core {
         let p = self.inode(parent)?;
         let np = self.inode(newparent)?;
         let (c, nc) = (sys::cname(name)?, sys::cname(newname)?);
-        let old_path = self.rel_path(p.fd(), name);
-        let new_path = self.rel_path(np.fd(), newname);
+        let old_path = self.rel_path(&p, name);
+        let new_path = self.rel_path(&np, newname);
         let _g = self.dirlocks.lock(&[p.key, np.key]);
         let src = sys::fstatat(p.fd(), &c)?;
         let dst = sys::fstatat(np.fd(), &nc).ok();
