@@ -77,6 +77,19 @@ pub fn killed_privs(mode: u32) -> Option<u32> {
     (m != mode & 0o7777).then_some(m)
 }
 
+/// pwrite of `data` at `off` on handle `h`: through its O_DIRECT twin when
+/// it has one and the piece is aligned, else (or when the device refuses
+/// that alignment) through its ordinary fd.
+fn pwrite(h: &Handle, data: &[u8], off: u64) -> OpResult<usize> {
+    if let Some(d) = h.direct.as_ref().filter(|_| super::direct::aligned(off, data.len())) {
+        match super::direct::write(d, data, off) {
+            Err(e) if e == Errno::EINVAL || e == Errno::ENOMEM => {}
+            r => return r,
+        }
+    }
+    sys::pwrite_full(h.fd.as_raw_fd(), data, off)
+}
+
 /// Clears what [`killed_privs`] says on the open file `fd` of mode `mode`
 /// (fchmod only when a bit is set).
 fn kill_privs(fd: std::os::fd::RawFd, mode: u32) -> OpResult<()> {
@@ -126,7 +139,8 @@ impl Core {
             Stats::add(&self.stats.block_opens, 1);
         }
         self.touch(i.key);
-        Ok(self.add_handle(Handle { fd, key: i.key }))
+        let direct = super::direct::twin(fd.as_fd(), flags);
+        Ok(self.add_handle(Handle { fd, direct, key: i.key }))
     }
 
     /// READ `size` bytes at `off`. A read of a block file counts as use.
@@ -161,7 +175,7 @@ impl Core {
         let (mut done, mut err, mut retries) = (0usize, None, 0);
         while done < data.len() {
             let rest = (data.len() - done) as u64;
-            match sys::pwrite_full(h.fd.as_raw_fd(), &data[done..], off + done as u64) {
+            match pwrite(&h, &data[done..], off + done as u64) {
                 Ok(k) if k as u64 == rest => done += k,
                 Ok(k) => {
                     done += k;

@@ -17,6 +17,7 @@ mod evict;
 
 mod control;
 mod data;
+mod direct;
 mod meta;
 mod namespace;
 
@@ -58,6 +59,9 @@ pub const RELEASE_WAIT: Duration = Duration::from_millis(100);
 pub struct Handle {
     /// Backing file opened with the client's flags (O_DIRECT stripped).
     pub fd: OwnedFd,
+    /// The same file with O_DIRECT, for a client that opened it O_DIRECT to
+    /// write (aligned WRITEs go through it; see `direct`).
+    pub direct: Option<OwnedFd>,
     /// Backing identity, for the ledger.
     pub key: FileKey,
 }

@@ -83,7 +83,8 @@ impl Core {
         self.refresh_dir(&p);
         drop(room);
         let inode = self.inodes.insert(path_fd, key, libc::S_IFREG);
-        let fh = self.add_handle(Handle { fd, key });
+        let direct = super::direct::twin(fd.as_fd(), flags);
+        let fh = self.add_handle(Handle { fd, direct, key });
         self.maybe_wake_evictor();
         Ok((super::attr(inode.ino, &st), fh))
     }
