@@ -5,7 +5,7 @@
 #   $SBINDIR/mount.fuse.boundfs -> ../bin ... the mount(8) helper: a symlink to the
 #                                             binary (mount -t fuse.boundfs, fstab)
 #   $UNITDIR/boundfs@.service                 systemd service template (Type=notify)
-#   $PREFIX/share/doc/boundfs/                README and examples (mnt-kv.mount,
+#   $PREFIX/share/doc/boundfs/                README, docs/ and examples (mnt-kv.mount,
 #                                             boundfs.conf.example)
 #
 #   scripts/install.sh [--uninstall] [--no-build]
@@ -14,7 +14,9 @@
 # mount(8) looks for helpers), UNITDIR (default $PREFIX/lib/systemd/system),
 # DESTDIR (a staging root prepended to every path, for packaging and tests).
 # Run it again to update: every step replaces what is there (idempotent).
-# --uninstall removes exactly what it installs. --no-build installs the
+# --uninstall removes exactly what it installs, and the directories it made
+# (listed in $PREFIX/share/doc/boundfs/installed-dirs) once they are empty;
+# directories that were there before are left. --no-build installs the
 # binary already in target/release (e.g. built as a user, installed as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,7 @@ UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
 DESTDIR=${DESTDIR:-}
 BIN="$PREFIX/bin/boundfs"
 DOC="$PREFIX/share/doc/boundfs"
+DIRS_MADE="$DOC/installed-dirs"   # one path (without DESTDIR) a line
 
 uninstall=0; build=1
 for a in "$@"; do
@@ -53,7 +56,15 @@ if [ "$uninstall" -eq 1 ]; then
     for f in "$DESTDIR$BIN" "$DESTDIR$UNITDIR/boundfs@.service"; do
         if [ -e "$f" ]; then rm -f "$f"; echo "removed $f"; fi
     done
+    made=()
+    [ -f "$DESTDIR$DIRS_MADE" ] && mapfile -t made <"$DESTDIR$DIRS_MADE"
     if [ -d "$DESTDIR$DOC" ]; then rm -rf "$DESTDIR$DOC"; echo "removed $DESTDIR$DOC"; fi
+    # the directories this script made, deepest first, each only if empty
+    # (rmdir refuses otherwise: another install may still use it)
+    printf '%s\n' "${made[@]}" | awk 'length($0) { print length($0) " " $0 }' | sort -rn | cut -d' ' -f2- |
+        while IFS= read -r d; do
+            if [ -d "$DESTDIR$d" ] && rmdir "$DESTDIR$d" 2>/dev/null; then echo "removed $DESTDIR$d/"; fi
+        done
     reload_systemd
     exit 0
 fi
@@ -66,8 +77,21 @@ fi
 [ -x target/release/boundfs ] ||
     { echo "install.sh: target/release/boundfs is missing; run cargo build --release" >&2; exit 1; }
 
-# binary: copy beside, then rename over (a running daemon keeps its old file)
+# directories: note each one this run makes (and its missing parents), so
+# that --uninstall can remove them again; earlier runs' notes are kept
+new_dirs=()
+for d in "$PREFIX/bin" "$SBINDIR" "$UNITDIR" "$DOC"; do
+    while [ "$d" != / ] && [ -n "$d" ] && [ ! -d "$DESTDIR$d" ]; do
+        new_dirs+=("$d"); d=$(dirname "$d")
+    done
+done
 install -d "$DESTDIR$PREFIX/bin" "$DESTDIR$SBINDIR" "$DESTDIR$UNITDIR" "$DESTDIR$DOC"
+if ((${#new_dirs[@]})) || [ ! -f "$DESTDIR$DIRS_MADE" ]; then
+    { [ -f "$DESTDIR$DIRS_MADE" ] && cat "$DESTDIR$DIRS_MADE"; printf '%s\n' "${new_dirs[@]}"; } |
+        grep -v '^$' | sort -u >"$DESTDIR$DIRS_MADE.new"
+    mv -f "$DESTDIR$DIRS_MADE.new" "$DESTDIR$DIRS_MADE"
+fi
+# binary: copy beside, then rename over (a running daemon keeps its old file)
 install -m 0755 target/release/boundfs "$DESTDIR$BIN.new"
 mv -f "$DESTDIR$BIN.new" "$DESTDIR$BIN"
 echo "installed $DESTDIR$BIN"
@@ -78,5 +102,7 @@ chmod 0644 "$DESTDIR$UNITDIR/boundfs@.service.new"
 mv -f "$DESTDIR$UNITDIR/boundfs@.service.new" "$DESTDIR$UNITDIR/boundfs@.service"
 echo "installed $DESTDIR$UNITDIR/boundfs@.service"
 install -m 0644 README.md mount/mnt-kv.mount mount/boundfs.conf.example "$DESTDIR$DOC/"
+install -d "$DESTDIR$DOC/docs"
+install -m 0644 docs/*.md "$DESTDIR$DOC/docs/"
 echo "installed $DESTDIR$DOC/"
 reload_systemd

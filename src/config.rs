@@ -85,6 +85,100 @@ pub struct Options {
     pub passthrough: bool,
     /// Kernel entry and attribute cache timeout (`attr_timeout`).
     pub attr_timeout: Duration,
+    /// Where the daemon appends its log lines (`log_file`), if given; its
+    /// directory is canonical, outside BACKING and the mountpoint.
+    pub log_file: Option<PathBuf>,
+    /// The atime flags the mount gets (`noatime`, `relatime` …).
+    pub atime: Atime,
+    /// One of N mounts, one per node, over one shared BACKING (`shared`):
+    /// opens hold a flock that evictions on every node respect (see `fs::shared`).
+    pub shared: bool,
+    /// Whether FLUSH closes a duplicate of the backing fd (`flush`).
+    pub flush: FlushMode,
+}
+
+/// How the kernel updates access times on the mount (mount(2) flags; the
+/// kernel's own default for a new mount is `relatime`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AtimeMode {
+    /// `relatime` (also `atime`, `nostrictatime`): the kernel's default.
+    #[default]
+    Relatime,
+    /// `noatime`: MS_NOATIME.
+    Noatime,
+    /// `strictatime`: MS_STRICTATIME.
+    Strictatime,
+}
+
+/// The atime family of mount options, as given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Atime {
+    /// relatime / noatime / strictatime.
+    pub mode: AtimeMode,
+    /// `nodiratime`: MS_NODIRATIME.
+    pub nodiratime: bool,
+    /// `lazytime`: MS_LAZYTIME.
+    pub lazytime: bool,
+}
+
+impl Atime {
+    /// The mount(2) flags (MS_*) these options stand for.
+    pub fn mount_flags(&self) -> libc::c_ulong {
+        let mut f = match self.mode {
+            AtimeMode::Relatime => libc::MS_RELATIME,
+            AtimeMode::Noatime => libc::MS_NOATIME,
+            AtimeMode::Strictatime => libc::MS_STRICTATIME,
+        };
+        if self.nodiratime {
+            f |= libc::MS_NODIRATIME;
+        }
+        if self.lazytime {
+            f |= libc::MS_LAZYTIME;
+        }
+        f
+    }
+
+    /// The same as fusermount3 `-o` words (for mounts made without root),
+    /// without the default `relatime`, which fusermount3 does not know; it
+    /// refuses in one line what it cannot apply.
+    pub fn words(&self) -> Vec<&'static str> {
+        let mut w = match self.mode {
+            AtimeMode::Relatime => vec![],
+            AtimeMode::Noatime => vec!["noatime"],
+            AtimeMode::Strictatime => vec!["strictatime"],
+        };
+        if self.nodiratime {
+            w.push("nodiratime");
+        }
+        if self.lazytime {
+            w.push("lazytime");
+        }
+        w
+    }
+}
+
+/// `flush=auto|on|off`: whether FLUSH (every close(2) on the mount) closes a
+/// duplicate of the backing fd, which is what makes a filesystem that
+/// commits at close (NFS, CephFS, Lustre, JuiceFS and other FUSE clients)
+/// show the data to other nodes once close(2) returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushMode {
+    /// On when BACKING's statfs type is one of those (`fs::shared::commits_at_close`).
+    Auto,
+    /// Always (one extra round trip per close).
+    On,
+    /// Never: FLUSH is answered ENOSYS and the kernel stops sending it.
+    Off,
+}
+
+/// Parses `flush`: `auto`, `on` or `off`.
+pub fn parse_flush(v: &str) -> Result<FlushMode, ConfigError> {
+    match v.trim() {
+        "auto" => Ok(FlushMode::Auto),
+        "on" => Ok(FlushMode::On),
+        "off" => Ok(FlushMode::Off),
+        _ => err(format!("flush: '{v}' is not auto, on or off; e.g. flush=auto")),
+    }
 }
 
 impl Options {
@@ -94,7 +188,9 @@ impl Options {
     }
 }
 
-/// Compiles name globs. Errors: an empty list, an empty or invalid glob.
+/// Compiles name globs. Errors: an empty list, an empty or invalid glob, a
+/// glob with no wildcard (`pattern=bin` almost always means `*.bin`; a block
+/// store has many block files, never one fixed name).
 pub fn build_matcher(patterns: &[String]) -> Result<GlobSet, ConfigError> {
     if patterns.is_empty() {
         return err("pattern: at least one pattern is needed, e.g. pattern=*.bin");
@@ -107,31 +203,87 @@ pub fn build_matcher(patterns: &[String]) -> Result<GlobSet, ConfigError> {
         if p.contains('/') {
             return err(format!("pattern: '{p}' contains '/'; patterns match file names only, e.g. *.bin"));
         }
+        if !p.contains(['*', '?', '[', '{']) {
+            return err(format!(
+                "pattern: '{p}' has no wildcard (* ? [ {{), so it would select only a file named exactly \
+                 '{p}'; give a glob, e.g. pattern=*.{}",
+                p.trim_start_matches('.')
+            ));
+        }
         let g = Glob::new(p).or_else(|e| err(format!("pattern: '{p}' is not a valid glob: {e}")))?;
         b.add(g);
     }
     b.build().or_else(|e| err(format!("pattern: {e}")))
 }
 
-/// Parses a size: bytes, or with a K/M/G/T suffix (powers of 1024, as tmpfs
-/// `size=` and `du -h`; `KiB`, `MB` … also accepted). Errors: empty, negative,
-/// zero, overflow, garbage.
+/// Binary size suffixes and their multipliers (powers of 1024, as tmpfs
+/// `size=` and `du -h` read `K`/`M`/`G`/`T`).
+const SIZE_SUFFIXES: &[(&str, u64)] = &[
+    ("K", 1 << 10),
+    ("M", 1 << 20),
+    ("G", 1 << 30),
+    ("T", 1 << 40),
+    ("KiB", 1 << 10),
+    ("MiB", 1 << 20),
+    ("GiB", 1 << 30),
+    ("TiB", 1 << 40),
+];
+
+/// Parses a size in bytes: a whole number of bytes, or a number with one of
+/// `K`/`M`/`G`/`T` or `KiB`/`MiB`/`GiB`/`TiB`, all powers of 1024
+/// (`24G` = `24GiB` = 24 × 2^30 bytes); a fraction is allowed with a suffix
+/// (`1.5G`), rounded down to whole bytes. Decimal (`10GB`, `10kB`) and
+/// lowercase (`10g`, `10gb`) forms are refused with a hint, since `GB`
+/// means 10^9 elsewhere and boundfs would otherwise have to guess.
+/// Errors: empty, negative, zero, overflow, anything else.
 pub fn parse_size(key: &str, v: &str) -> Result<u64, ConfigError> {
     let t = v.trim();
+    let example = format!("e.g. {key}=24G (K/M/G/T or KiB/MiB/GiB/TiB, powers of 1024)");
     if t.is_empty() {
-        return err(format!("{key}: empty value; give a size such as 24G"));
+        return err(format!("{key}: empty value; give a size, {example}"));
     }
     if t.starts_with('-') {
-        return err(format!("{key}: '{v}' is negative; give a size such as 24G"));
+        return err(format!("{key}: '{v}' is negative; give a size, {example}"));
     }
-    let cfg = parse_size::Config::new().with_binary();
-    let n = cfg
-        .parse_size(t)
-        .or_else(|e| err(format!("{key}: '{v}' is not a size ({e}); use bytes or a K/M/G/T suffix, e.g. 24G")))?;
-    if n == 0 {
-        return err(format!("{key}: must be greater than zero, e.g. {key}=24G"));
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(split);
+    let mult = match SIZE_SUFFIXES.iter().find(|(s, _)| *s == suffix) {
+        Some(&(_, m)) => m,
+        None if suffix.is_empty() => 1,
+        None => {
+            let upper = suffix.to_ascii_uppercase();
+            let letter = upper.chars().next().filter(|c| "KMGT".contains(*c));
+            return match letter {
+                Some(l) => err(format!(
+                    "{key}: '{v}': write {num}{l} or {num}{l}iB (powers of 1024); decimal and lowercase \
+                     units such as {num}{l}B or {num}{} are not accepted",
+                    l.to_ascii_lowercase()
+                )),
+                None => err(format!("{key}: '{v}' is not a size; {example}")),
+            };
+        }
+    };
+    let whole = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+    let n = match num.split_once('.') {
+        None if whole(num) => num.parse::<u64>().ok().and_then(|n| n.checked_mul(mult)),
+        Some((i, f)) if mult > 1 && (whole(i) || i.is_empty()) && whole(f) => {
+            // exact for up to 9 decimals: i × mult + f × mult / 10^len(f)
+            let f = &f[..f.len().min(9)];
+            let (fi, scale) = (f.parse::<u64>().unwrap_or(0), 10u64.pow(f.len() as u32));
+            let ip = if i.is_empty() { Some(0) } else { i.parse::<u64>().ok() };
+            ip.and_then(|i| i.checked_mul(mult))
+                .and_then(|i| i.checked_add((fi as u128 * mult as u128 / scale as u128) as u64))
+        }
+        Some(_) if mult == 1 && whole(num.replace('.', "").as_str()) => {
+            return err(format!("{key}: '{v}' is a fraction of a byte; give whole bytes or a suffix, e.g. 1.5G"));
+        }
+        _ => return err(format!("{key}: '{v}' is not a size; {example}")),
+    };
+    match n {
+        None => err(format!("{key}: '{v}' is too large; {example}")),
+        Some(0) => err(format!("{key}: must be greater than zero, e.g. {key}=24G")),
+        Some(n) => Ok(n),
     }
-    Ok(n)
 }
 
 /// Parses `max_size`: a size (see [`parse_size`]) of at least [`MIN_MAX_SIZE`].
@@ -247,20 +399,10 @@ fn dir(p: &Path, what: &str) -> Result<PathBuf, ConfigError> {
     Ok(c)
 }
 
-/// The source of a live `fuse.boundfs` mount whose mount point is exactly
-/// `m` (canonical), from /proc/self/mountinfo (proc(5): field 5 is the mount
-/// point with octal escapes, then fstype and source after " - ").
+/// The source of a `fuse.boundfs` mount whose mount point is exactly `m`
+/// (canonical), from /proc/self/mountinfo.
 fn boundfs_mounted_at(m: &Path) -> Option<String> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let unescape =
-        |f: &str| f.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\");
-    info.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        let point = unescape(left.split(' ').nth(4)?);
-        let mut r = right.split(' ');
-        let (fstype, source) = (r.next()?, r.next()?);
-        (fstype == "fuse.boundfs" && Path::new(&point) == m).then(|| unescape(source))
-    })
+    crate::claim::boundfs_mounts().into_iter().find(|(_, p)| p == m).map(|(s, _)| s)
 }
 
 fn lower(e: &std::io::Error, p: &Path) -> String {
@@ -278,38 +420,80 @@ fn lower(e: &std::io::Error, p: &Path) -> String {
 }
 
 /// Checks `metrics_file` and returns it with its directory canonical.
-/// Errors: no file name, a directory that is missing or not writable, a path
-/// inside BACKING (it would count toward usage) or inside the mountpoint.
+/// Errors: as [`check_out_file`].
 pub fn check_metrics_file(path: &Path, backing: &Path, mountpoint: &Path) -> Result<PathBuf, ConfigError> {
+    check_out_file("metrics_file", "boundfs.prom", path, backing, mountpoint)
+}
+
+/// Checks `log_file` and returns it with its directory canonical.
+/// Errors: as [`check_out_file`].
+pub fn check_log_file(path: &Path, backing: &Path, mountpoint: &Path) -> Result<PathBuf, ConfigError> {
+    check_out_file("log_file", "boundfs.log", path, backing, mountpoint)
+}
+
+/// Checks a file the daemon writes (option `key`, example name `example`)
+/// and returns it with its directory canonical. Errors: no file name, a
+/// directory that is missing or not writable, a path inside BACKING (it
+/// would count toward usage) or inside the mountpoint.
+fn check_out_file(
+    key: &str,
+    example: &str,
+    path: &Path,
+    backing: &Path,
+    mountpoint: &Path,
+) -> Result<PathBuf, ConfigError> {
     let Some(name) = path.file_name() else {
-        return err(format!(
-            "metrics_file: '{}' has no file name; give e.g. /var/lib/node_exporter/boundfs.prom",
-            path.display()
-        ));
+        return err(format!("{key}: '{}' has no file name; give a file path, e.g. /var/log/{example}", path.display()));
     };
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let dir = dir(parent, "metrics_file directory")?.join(name);
+    let dir = dir(parent, &format!("{key} directory"))?.join(name);
     if dir.is_dir() {
         return err(format!(
-            "metrics_file {} is a directory; give a file path in it, e.g. {}/boundfs.prom",
+            "{key} {} is a directory; give a file path in it, e.g. {}/{example}",
             dir.display(),
             dir.display()
         ));
     }
     if dir.starts_with(backing) || dir.starts_with(mountpoint) {
         return err(format!(
-            "metrics_file {} is inside the backing directory or the mountpoint; write it elsewhere",
+            "{key} {} is inside the backing directory or the mountpoint; write it elsewhere",
             dir.display()
         ));
     }
-    let Some(d) = dir.parent() else { return err("metrics_file: no directory") };
+    let Some(d) = dir.parent() else { return err(format!("{key}: no directory")) };
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()))
-        .or_else(|_| err("metrics_file: path contains a NUL byte"))?;
+        .or_else(|_| err(format!("{key}: path contains a NUL byte")))?;
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-        return err(format!("metrics_file directory {} is not writable by this user", d.display()));
+        return err(format!("{key} directory {} is not writable by this user", d.display()));
     }
     Ok(dir)
+}
+
+/// Warnings about options that are valid but probably not what the user
+/// wants, one line each, printed before the mount: a mountpoint that is not
+/// empty (its entries are hidden while mounted; mount(8) allows it, as
+/// fuse's `nonempty` became the default in fuse3). Not checked when the
+/// mountpoint lies on a FUSE filesystem: listing it would wait on that
+/// filesystem's daemon, which may be stopped.
+pub fn warnings(opts: &Options) -> Vec<String> {
+    let mut w = Vec::new();
+    let on_fuse = crate::claim::fstype_of(&opts.mountpoint).is_none_or(|t| t == "fuse" || t.starts_with("fuse."));
+    if on_fuse {
+        return w;
+    }
+    if let Ok(mut rd) = std::fs::read_dir(&opts.mountpoint) {
+        if let Some(Ok(first)) = rd.next() {
+            let more = rd.count();
+            w.push(format!(
+                "mountpoint {} is not empty ({}{}): hidden while boundfs is mounted over it",
+                opts.mountpoint.display(),
+                first.file_name().to_string_lossy(),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            ));
+        }
+    }
+    w
 }

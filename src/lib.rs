@@ -4,8 +4,8 @@
 //!
 //! Floors, bottom to top (a module imports only from its own floor or below):
 //! 1. [`sys`] (syscalls), [`key`] (backing identity), and the leaves every floor
-//!    shares: [`config`], [`stats`], [`status`], [`notify`], [`wake`],
-//!    [`ratelimit`], [`logging`];
+//!    shares: [`config`], [`claim`], [`stats`], [`status`], [`notify`],
+//!    [`wake`], [`ratelimit`], [`logging`];
 //! 2. [`ledger`]: pure bookkeeping of usage, LRU, pins and the budget policy;
 //! 3. [`fs`]: the filesystem core (inode table, namespace, data, meta,
 //!    inline eviction), testable without a mount;
@@ -13,6 +13,7 @@
 //!    start-up index, reconcile, stamp writer);
 //! 5. [`fuse`] (the kernel adapter) and [`daemon`] (CLI, mount, threads).
 
+pub mod claim;
 pub mod config;
 pub mod key;
 pub mod logging;

@@ -1,20 +1,31 @@
-//! Log setup: env_logger (`RUST_LOG`, default `info`) to stderr, or, for a
-//! daemon detached from a terminal, to syslog (`/dev/log`, which journald
-//! serves: `journalctl -t boundfs`).
+//! Log setup: env_logger (`RUST_LOG`, default `info`) to stderr (`-f`,
+//! systemd services), to the `log_file`, or, for a detached daemon without
+//! one, to syslog (`/dev/log`, which journald serves: `journalctl -t
+//! boundfs`).
+//!
+//! One line of fuser's is demoted: `ERROR fuser::reply Failed to send FUSE
+//! reply: No such file or directory`. The kernel answers a reply write with
+//! ENOENT when the request it answers is gone: the client was interrupted
+//! (a signal; the kernel sent INTERRUPT and dropped the request) before the
+//! reply arrived (kernel `Documentation/filesystems/fuse.rst`, "Interrupting
+//! filesystem operations"). Nothing was lost, so it is logged at debug.
 
 use std::io::Write;
 use std::os::unix::net::UnixDatagram;
 
-use env_logger::{Builder, Env, Target};
+use env_logger::{Builder, Env, Logger, Target};
+use log::{Level, Log, Metadata, Record};
 
 /// The default filter: our info lines, fuser's errors only.
 pub const DEFAULT_FILTER: &str = "info,fuser=error";
 
 /// Where log lines go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Sink {
-    /// stderr (foreground, or a daemon whose stderr is a file or journal stream).
+    /// stderr (foreground, or a detached daemon whose stderr is the log file).
     Stderr,
+    /// This file, opened for appending (`log_file` in the foreground).
+    File(std::fs::File),
     /// syslog via `/dev/log`; if that socket is absent, nowhere.
     Syslog,
 }
@@ -22,7 +33,9 @@ pub enum Sink {
 /// Installs the logger. Call once, before any thread starts.
 pub fn init(sink: Sink) {
     let mut b = Builder::from_env(Env::default().default_filter_or(DEFAULT_FILTER));
-    if sink == Sink::Syslog {
+    if let Sink::File(f) = sink {
+        b.target(Target::Pipe(Box::new(f)));
+    } else if matches!(sink, Sink::Syslog) {
         let pid = std::process::id();
         b.format(move |buf, r| {
             // facility daemon (3); severities: err 3, warning 4, info 6, debug 7
@@ -36,7 +49,54 @@ pub fn init(sink: Sink) {
         });
         b.target(Target::Pipe(Box::new(SyslogWriter::connect(std::path::Path::new("/dev/log")))));
     }
-    let _ = b.try_init();
+    let inner = b.build();
+    let max = inner.filter();
+    if log::set_boxed_logger(Box::new(Quiet { inner })).is_ok() {
+        log::set_max_level(max);
+    }
+}
+
+/// env_logger's logger with the interrupted-reply line demoted to debug.
+struct Quiet {
+    inner: Logger,
+}
+
+/// Whether `r` is fuser's report of a reply to an interrupted request
+/// (`Failed to send FUSE reply: ... (os error 2)`, ENOENT from /dev/fuse).
+fn interrupted_reply(r: &Record) -> bool {
+    if r.level() != Level::Error || !r.target().starts_with("fuser::reply") {
+        return false;
+    }
+    let text = r.args().to_string();
+    text.starts_with("Failed to send FUSE reply") && text.ends_with("(os error 2)")
+}
+
+impl Log for Quiet {
+    fn enabled(&self, m: &Metadata) -> bool {
+        self.inner.enabled(m)
+    }
+
+    fn log(&self, r: &Record) {
+        if !interrupted_reply(r) {
+            return self.inner.log(r);
+        }
+        let debug = Metadata::builder().level(Level::Debug).target(r.target()).build();
+        if self.inner.enabled(&debug) {
+            self.inner.log(
+                &Record::builder()
+                    .metadata(debug)
+                    .module_path(r.module_path())
+                    .file(r.file())
+                    .line(r.line())
+                    .args(format_args!("{} (the request was interrupted; not an error)", r.args()))
+                    .build(),
+            );
+        }
+    }
+
+    fn flush(&self) {
+        self.inner.flush()
+    }
 }
 
 /// Sends each line written to it as one datagram to `/dev/log`.
@@ -73,6 +133,26 @@ impl Write for SyslogWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_interrupted_reply_is_demoted() {
+        let enoent = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let msg = format!("Failed to send FUSE reply: {enoent}");
+        let rec = |level, target, text: &str| {
+            interrupted_reply(&Record::builder().level(level).target(target).args(format_args!("{text}")).build())
+        };
+        assert!(rec(Level::Error, "fuser::reply", &msg));
+        let einval = std::io::Error::from_raw_os_error(libc::EINVAL);
+        assert!(!rec(Level::Error, "fuser::reply", &format!("Failed to send FUSE reply: {einval}")));
+        assert!(!rec(Level::Error, "boundfs::fuse", &msg));
+        assert!(!rec(Level::Warn, "fuser::reply", &msg));
+        // the default filter drops the demoted line, keeps fuser's other errors
+        let logger = Builder::new().parse_filters(DEFAULT_FILTER).build();
+        let debug = Record::builder().level(Level::Debug).target("fuser::reply").build();
+        assert!(!logger.matches(&debug));
+        let error = Record::builder().level(Level::Error).target("fuser::reply").build();
+        assert!(logger.matches(&error));
+    }
 
     #[test]
     fn one_datagram_per_line() {

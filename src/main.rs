@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::process::exit;
 
 use boundfs::daemon::{self, cli, ctl, daemonize, mount_helper, sdnotify::Notify};
-use boundfs::logging;
+use boundfs::{claim, config, logging};
 use clap::Parser;
 
 /// Exit codes for bad input and for a failed mount.
@@ -64,24 +64,48 @@ fn main() {
     if fake {
         exit(0);
     }
-    // No thread may exist before the fork below.
-    let notify = Notify::from_env();
-    let mut ready = None;
-    let mut sink = logging::Sink::Stderr;
-    if !opts.foreground && !notify.requested() {
-        match daemonize::detach(codes.failure) {
-            Ok((pipe, stderr)) => {
-                ready = Some(pipe);
-                if stderr == daemonize::Stderr::Closed {
-                    sink = logging::Sink::Syslog;
-                }
-            }
+    daemonize::ensure_std_fds();
+    // Held for the daemon's whole life (inherited across the fork below).
+    // `-o shared` is N mounts over one BACKING by design (one per node, and
+    // a flock on a distributed BACKING is cluster-wide): it claims nothing.
+    let _claim = if opts.shared {
+        None
+    } else {
+        match claim::claim(&opts.backing) {
+            Ok(c) => Some(c),
             Err(e) => {
                 eprintln!("boundfs: error: {e}");
                 exit(codes.failure);
             }
         }
+    };
+    for w in config::warnings(&opts) {
+        eprintln!("boundfs: warning: {w}");
     }
+    // No thread may exist before the fork below.
+    let notify = Notify::from_env();
+    let mut ready = None;
+    // Daemon mode: the log file (now fd 2) or syslog; -f and systemd: the
+    // log file if given, else stderr.
+    let sink = if !opts.foreground && !notify.requested() {
+        match daemonize::detach(codes.failure, opts.log_file.as_deref()) {
+            Ok(pipe) => ready = Some(pipe),
+            Err(e) => {
+                eprintln!("boundfs: error: {e}");
+                exit(codes.failure);
+            }
+        }
+        if opts.log_file.is_some() { logging::Sink::Stderr } else { logging::Sink::Syslog }
+    } else {
+        match opts.log_file.as_deref().map(daemonize::open_log) {
+            Some(Ok(f)) => logging::Sink::File(f),
+            Some(Err(e)) => {
+                eprintln!("boundfs: error: {e}");
+                exit(codes.failure);
+            }
+            None => logging::Sink::Stderr,
+        }
+    };
     logging::init(sink);
     notify.report();
     let r = daemon::run(&opts, &notify, || {

@@ -16,6 +16,14 @@ pub struct Status {
     pub version: String,
     /// The backing directory (canonical path).
     pub backing: String,
+    /// The mountpoint (canonical path). Filled in by `boundfs status` from
+    /// the path it was given; the daemon's xattr leaves it empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub mountpoint: String,
+    /// Process id of the daemon serving the mount (for `kill -USR1`,
+    /// `kill -TERM`; fstab mounts run as `mount.fuse.boundfs`, which
+    /// `pgrep boundfs` misses).
+    pub pid: u32,
     /// Bytes the backing tree occupies, as `du -s --block-size=1 BACKING` counts them.
     pub usage: u64,
     /// The budget (`max_size`), bytes.
@@ -88,6 +96,13 @@ pub struct Status {
     /// Syscalls the daemon issued on BACKING since it started (close(2) of
     /// dropped fds and the FUSE device's reads and writes not counted).
     pub syscalls: u64,
+    /// While files matching no `pattern` alone are above the high watermark
+    /// (eviction then frees only what `max_size` needs): the warning, naming
+    /// the biggest of them and the pattern. Empty otherwise.
+    pub nonblock_warning: String,
+    /// When most regular files written since mount match no `pattern`: how
+    /// many, an example and the option to set. Empty otherwise.
+    pub pattern_warning: String,
 }
 
 impl Status {
@@ -110,6 +125,7 @@ impl Status {
         let pct = |n: u64| if self.max_size == 0 { 0.0 } else { n as f64 * 100.0 / self.max_size as f64 };
         let rows = [
             ("mount", format!("{} on {} (boundfs {})", self.backing, mountpoint, self.version)),
+            ("daemon", format!("pid {}", self.pid)),
             (
                 "usage",
                 format!(
@@ -199,6 +215,9 @@ impl Status {
         let mut out = String::new();
         for (k, v) in rows {
             out.push_str(&format!("{k:<13}{v}\n"));
+        }
+        for w in [&self.nonblock_warning, &self.pattern_warning].into_iter().filter(|w| !w.is_empty()) {
+            out.push_str(&format!("{:<13}{w}\n", "WARNING"));
         }
         out
     }

@@ -192,6 +192,15 @@ pub fn fd_path(fd: BorrowedFd<'_>) -> Option<std::path::PathBuf> {
     Some(p)
 }
 
+/// The absolute path the object behind `fd` had when it was deleted (the
+/// kernel's `/proc/self/fd/N` link ends with " (deleted)" then), or None if
+/// it was not deleted.
+pub fn deleted_path(fd: BorrowedFd<'_>) -> Option<std::path::PathBuf> {
+    let p = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    let b = p.as_os_str().as_bytes().strip_suffix(b" (deleted)")?;
+    Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b)))
+}
+
 /// `pread(fd, buf, off)`, retried until `buf` is full or EOF.
 pub fn pread_full(fd: RawFd, buf: &mut [u8], off: u64) -> SysResult<usize> {
     let mut done = 0;

@@ -16,8 +16,9 @@ use crate::config::{self, ConfigError, Options, err};
     about = "Mount BACKING at MOUNTPOINT with a hard byte budget: least recently used block files are evicted",
     after_help = "Example: boundfs /data/kv /mnt/kv -o max_size=24G\n\
                   Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
-                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, allow_other, \
-                  metrics_file, metrics_interval, reconcile_interval, stale_tmp (and mount(8)'s rw, noexec, exec, nofail, _netdev, x-* ...).\n\
+                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, allow_other, shared, flush, \
+                  metrics_file, metrics_interval, reconcile_interval, stale_tmp, log_file (and mount(8)'s rw, noexec, exec, noatime, relatime, nofail, _netdev, x-* ...).\n\
+                  Sizes: bytes, or K/M/G/T = KiB/MiB/GiB/TiB (powers of 1024), fractions allowed (1.5G).\n\
                   Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE"
 )]
 pub struct Args {
@@ -33,7 +34,7 @@ pub struct Args {
     /// Mount options: key=value[,key=value...]
     #[arg(short = 'o', value_name = "OPTS")]
     pub opts: Vec<String>,
-    /// Hard budget in bytes, K/M/G/T suffixes are powers of 1024 (required).
+    /// Hard budget in bytes; K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, 1.5G allowed (required).
     #[arg(long, value_name = "SIZE")]
     pub max_size: Option<String>,
     /// Fraction of max_size above which background eviction starts [default: 0.95].
@@ -57,6 +58,13 @@ pub struct Args {
     /// Kernel passthrough of reads (Linux >= 6.9, root): auto or off [default: auto].
     #[arg(long, value_name = "auto|off")]
     pub passthrough: Option<String>,
+    /// One of several mounts (one per node) over one shared BACKING on a distributed filesystem.
+    #[arg(long)]
+    pub shared: bool,
+    /// FLUSH closes a duplicate of the backing fd (close-to-open on network filesystems):
+    /// auto, on or off [default: auto: on for NFS, CephFS, Lustre, FUSE clients such as JuiceFS].
+    #[arg(long, value_name = "auto|on|off")]
+    pub flush: Option<String>,
     /// How long the kernel caches entries, misses and attributes [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub attr_timeout: Option<String>,
@@ -70,6 +78,10 @@ pub struct Args {
     /// (0 disables; at least 1s) [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub reconcile_interval: Option<String>,
+    /// Append the daemon's log lines to this file (created if missing) instead of
+    /// syslog (daemon mode) or stderr (-f, systemd).
+    #[arg(long, value_name = "PATH")]
+    pub log_file: Option<String>,
     /// Age past which an unopened engine temporary (*.tmp, *.tmp.*) is removed by the reconcile pass
     /// (0: never; at least 1s) [default: 1h].
     #[arg(long, value_name = "DURATION")]
@@ -90,11 +102,13 @@ const KEYS: &[&str] = &[
     "metrics_interval",
     "reconcile_interval",
     "stale_tmp",
+    "flush",
+    "log_file",
 ];
 
 /// mount(8)/fstab options that are not boundfs's: accepted, ignored. (A
-/// boundfs mount is always nosuid,nodev; `exec`/`noexec` are applied and `ro`
-/// is refused, see [`options`].)
+/// boundfs mount is always nosuid,nodev; `exec`/`noexec` and the atime
+/// family ([`ATIME`]) are applied and `ro` is refused, see [`options`].)
 const MOUNT_GENERIC: &[&str] = &[
     "defaults",
     "auto",
@@ -111,16 +125,23 @@ const MOUNT_GENERIC: &[&str] = &[
     "dev",
     "suid",
     "async",
+    "default_permissions",
+];
+
+/// The atime family of mount(8) options, applied to the mount as the kernel's
+/// mount flags (so /proc/mounts shows what was asked; mount(8) "FILESYSTEM-
+/// INDEPENDENT MOUNT OPTIONS"). The last of `atime`/`relatime`/`noatime`/
+/// `strictatime`/`nostrictatime` wins, as it does for mount(8).
+pub const ATIME: &[&str] = &[
     "atime",
     "noatime",
     "relatime",
     "strictatime",
     "nostrictatime",
-    "lazytime",
-    "nolazytime",
     "diratime",
     "nodiratime",
-    "default_permissions",
+    "lazytime",
+    "nolazytime",
 ];
 
 /// Whether `-o` item `item` (`key` or `key=value`) is one boundfs or mount(8)
@@ -129,8 +150,9 @@ pub fn known_option(item: &str) -> bool {
     let k = item.split_once('=').map_or(item, |(k, _)| k).trim();
     is_key(k)
         || MOUNT_GENERIC.contains(&k)
+        || ATIME.contains(&k)
         || k.starts_with("x-")
-        || matches!(k, "allow_other" | "ro" | "rw" | "exec" | "noexec" | "")
+        || matches!(k, "allow_other" | "shared" | "ro" | "rw" | "exec" | "noexec" | "")
 }
 
 /// Turns parsed argv into validated [`Options`]. Errors: the first bad value,
@@ -153,11 +175,15 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
     flag("metrics_interval", &args.metrics_interval, &mut kv);
     flag("reconcile_interval", &args.reconcile_interval, &mut kv);
     flag("stale_tmp", &args.stale_tmp, &mut kv);
+    flag("flush", &args.flush, &mut kv);
+    flag("log_file", &args.log_file, &mut kv);
     for p in &args.pattern {
         kv.push(("pattern".into(), p.clone()));
     }
     let mut allow_other = args.allow_other;
     let mut noexec = false;
+    let mut shared = args.shared;
+    let mut atime = config::Atime::default();
     for group in &args.opts {
         for item in group.split(',') {
             let (k, v) = match item.split_once('=') {
@@ -176,9 +202,17 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                         "ro is not supported: boundfs changes BACKING itself (eviction, recency stamps); mount rw",
                     );
                 }
+                ("shared", None) if shared => return err("option shared is given twice; give it once"),
+                ("shared", None) => shared = true,
+                ("shared", Some(_)) => return err("option shared takes no value: -o shared"),
                 ("rw", None) => {}
                 ("noexec", None) => noexec = true,
                 ("exec", None) => noexec = false,
+                ("atime" | "relatime" | "nostrictatime", None) => atime.mode = config::AtimeMode::Relatime,
+                ("noatime", None) => atime.mode = config::AtimeMode::Noatime,
+                ("strictatime", None) => atime.mode = config::AtimeMode::Strictatime,
+                ("nodiratime" | "diratime", None) => atime.nodiratime = k == "nodiratime",
+                ("lazytime" | "nolazytime", None) => atime.lazytime = k == "lazytime",
                 (k, None) if MOUNT_GENERIC.contains(&k) || k.starts_with("x-") => continue,
                 (k, _) if k.starts_with("x-") => continue,
                 // mount(8) may name the mounting user (user=NAME); comment= is fstab's old x-*
@@ -188,12 +222,13 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
                 }
                 (k, Some(v)) if is_key(k) => kv.push((k.to_string(), v.to_string())),
                 (k, _) => {
-                    return err(format!("unknown option '{k}'; known: {}, allow_other", KEYS.join(", ")));
+                    return err(format!("unknown option '{k}'; known: {}, allow_other, shared", KEYS.join(", ")));
                 }
             }
         }
     }
-    build(args.backing, args.mountpoint, args.foreground, allow_other, noexec, &kv)
+    let o = build(args.backing, args.mountpoint, args.foreground, allow_other, noexec, &kv)?;
+    Ok(Options { atime, shared, ..o })
 }
 
 fn is_key(k: &str) -> bool {
@@ -265,9 +300,17 @@ fn build(
         Some(v) => config::parse_interval("stale_tmp", v, std::time::Duration::from_secs(1))?,
         None => config::DEFAULT_STALE_TMP,
     };
+    let flush = match get("flush") {
+        Some(v) => config::parse_flush(v)?,
+        None => config::FlushMode::Auto,
+    };
     let (backing, mountpoint) = config::check_paths(&backing, &mountpoint)?;
     let metrics_file = match get("metrics_file") {
         Some(v) => Some(config::check_metrics_file(std::path::Path::new(v), &backing, &mountpoint)?),
+        None => None,
+    };
+    let log_file = match get("log_file") {
+        Some(v) => Some(config::check_log_file(std::path::Path::new(v), &backing, &mountpoint)?),
         None => None,
     };
     Ok(Options {
@@ -288,6 +331,10 @@ fn build(
         noexec,
         metrics_file,
         metrics_interval,
+        shared: false,
+        flush,
+        log_file,
+        atime: config::Atime::default(),
     })
 }
 

@@ -135,3 +135,60 @@ fn allow_other_given_twice_is_refused_like_every_key() {
     let e = parse(&["-o", "max_size=1M,allow_other", "--allow-other"]).unwrap_err();
     assert!(e.0.contains("twice"), "{e}");
 }
+
+#[test]
+fn shared_and_flush() {
+    let o = parse(&["-o", "max_size=1M"]).unwrap();
+    assert!(!o.shared, "one node unless asked");
+    assert_eq!(o.flush, config::FlushMode::Auto);
+    let o = parse(&["-o", "max_size=1M,shared,flush=on"]).unwrap();
+    assert!(o.shared);
+    assert_eq!(o.flush, config::FlushMode::On);
+    let o = parse(&["--max-size", "1M", "--shared", "--flush", "off"]).unwrap();
+    assert!(o.shared);
+    assert_eq!(o.flush, config::FlushMode::Off);
+    let e = parse(&["-o", "max_size=1M,shared=yes"]).unwrap_err();
+    assert!(e.0.contains("shared takes no value"), "{e}");
+    let e = parse(&["-o", "max_size=1M,shared,shared"]).unwrap_err();
+    assert!(e.0.contains("given twice"), "{e}");
+    let e = parse(&["-o", "max_size=1M,flush=always"]).unwrap_err();
+    assert!(e.0.contains("not auto, on or off"), "{e}");
+    assert!(known_option("shared") && known_option("flush=on"), "mount -s keeps them");
+}
+
+#[test]
+fn sizes_are_powers_of_1024_with_fractions_and_decimal_forms_are_refused() {
+    for (v, n) in [
+        ("1048576", 1u64 << 20),
+        ("24G", 24 << 30),
+        ("24GiB", 24 << 30),
+        ("1.5G", 3 << 29),
+        ("1.5GiB", 3 << 29),
+        ("2T", 2 << 40),
+        ("0.25M", 1 << 18),
+        ("512K", 512 << 10),
+        ("512KiB", 512 << 10),
+    ] {
+        assert_eq!(config::parse_size("max_size", v), Ok(n), "{v}");
+    }
+    for v in ["10GB", "10g", "10gb", "10Gb", "10kB", "10MB", "1.5", "G", "1..5G", "1.5.2G", "10 G", "10X", "99999999T"]
+    {
+        let e = config::parse_size("max_size", v).unwrap_err().0;
+        assert!(e.starts_with("max_size: ") && !e.contains('\n'), "{v}: {e}");
+    }
+    let e = config::parse_size("max_size", "10GB").unwrap_err().0;
+    assert!(e.contains("write 10G or 10GiB"), "{e}");
+}
+
+#[test]
+fn a_pattern_without_wildcard_is_refused_and_atime_options_are_applied() {
+    let e = parse(&["-o", "max_size=1G,pattern=bin"]).unwrap_err().0;
+    assert!(e.contains("no wildcard") && e.contains("pattern=*.bin"), "{e}");
+    assert!(parse(&["-o", "max_size=1G,pattern=block-?"]).is_ok());
+    let o = parse(&["-o", "max_size=1G,noatime,nodiratime"]).unwrap();
+    assert_eq!(o.atime.mount_flags(), libc::MS_NOATIME | libc::MS_NODIRATIME);
+    let o = parse(&["-o", "max_size=1G,noatime,relatime"]).unwrap();
+    assert_eq!(o.atime.mount_flags(), libc::MS_RELATIME);
+    let o = parse(&["-o", "max_size=1G,strictatime,lazytime"]).unwrap();
+    assert_eq!(o.atime.words(), vec!["strictatime", "lazytime"]);
+}

@@ -14,11 +14,11 @@ use crate::status::{Status, bytes};
 
 /// `boundfs status`.
 #[derive(Parser, Debug)]
-#[command(name = "boundfs status", about = "Show the live status of a boundfs mount")]
+#[command(name = "boundfs status", bin_name = "boundfs status", about = "Show the live status of a boundfs mount")]
 pub struct StatusArgs {
     /// The mountpoint.
     pub mountpoint: PathBuf,
-    /// Print the status as one line of JSON (fields: see README, "Live status").
+    /// Print the status as one line of JSON (fields: docs/reference.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -27,6 +27,7 @@ pub struct StatusArgs {
 #[derive(Parser, Debug)]
 #[command(
     name = "boundfs set",
+    bin_name = "boundfs set",
     about = "Change a running boundfs mount's budget",
     after_help = "Example: boundfs set /mnt/kv max_size=32G"
 )]
@@ -68,13 +69,28 @@ pub fn read_status(mnt: &Path) -> Result<Status, CtlError> {
 
 /// `boundfs status`: the table (or JSON) on stdout.
 pub fn status(args: &StatusArgs) -> Result<(), CtlError> {
+    // The path as the user gave it may be relative: show it absolute.
+    let mnt = args.mountpoint.canonicalize().unwrap_or_else(|_| args.mountpoint.clone());
     if args.json {
         let raw = getxattr(&args.mountpoint, STATS_XATTR)?;
-        println!("{}", String::from_utf8_lossy(&raw).trim_end());
+        let raw = String::from_utf8_lossy(&raw);
+        let raw = raw.trim_end();
+        // The daemon's JSON with "mountpoint" put first, its fields kept as they are.
+        match raw.strip_prefix('{') {
+            Some(rest) if serde_json::from_str::<serde_json::Value>(raw).is_ok_and(|v| v.is_object()) => {
+                let m = serde_json::Value::from(mnt.display().to_string());
+                let sep = if rest.trim_start().starts_with('}') { "" } else { "," };
+                println!("{{\"mountpoint\":{m}{sep}{rest}");
+            }
+            _ => {
+                return fail(1, format!("{}: the status of this mount is not JSON boundfs understands", mnt.display()));
+            }
+        }
         return Ok(());
     }
-    let s = read_status(&args.mountpoint)?;
-    print!("{}", s.table(&args.mountpoint.display().to_string()));
+    let mut s = read_status(&args.mountpoint)?;
+    s.mountpoint = mnt.display().to_string();
+    print!("{}", s.table(&s.mountpoint));
     Ok(())
 }
 

@@ -4,9 +4,13 @@
 //!
 //! The fork happens first, before any thread exists (forking a threaded
 //! process is unsafe: only the forking thread survives, holding whatever
-//! locks the others held). The child detaches (new session, cwd `/`, stdin
-//! and stdout on /dev/null), mounts, and reports over a pipe; the parent only
-//! waits for that word and exits with it.
+//! locks the others held). The child detaches completely (new session, cwd
+//! `/`, stdin, stdout and stderr on /dev/null, or stderr on the `log_file`),
+//! mounts, and reports over a pipe; the parent only waits for that word and
+//! exits with it. Keeping none of the caller's stdio matters: a caller that
+//! captures the output (`out=$(boundfs ...)`, Python's `subprocess.run(...,
+//! capture_output=True)`, Ansible, CI steps) waits for end-of-file on its
+//! pipes, which would otherwise come only when the daemon exits.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -29,28 +33,31 @@ impl ReadyPipe {
     }
 }
 
-/// Where the detached daemon's log lines can go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stderr {
-    /// stderr was a file, pipe or journal stream: kept, logs keep going there.
-    Kept,
-    /// stderr was a terminal: now /dev/null (the command has returned; lines
-    /// must not appear in the user's shell later). Log to syslog instead.
-    Closed,
-}
-
-/// Forks. In the parent this never returns: it waits for the child's word
-/// and exits 0 (mounted) or `failure` (failed, reason printed to stderr). In
-/// the child it returns the pipe to report on, after detaching. Errors: the
-/// pipe or the fork failed (nothing was started).
-pub fn detach(failure: i32) -> Result<(ReadyPipe, Stderr), String> {
-    // A closed stdin/stdout/stderr would hand its number to the pipe, which
-    // the child's redirection to /dev/null would then overwrite.
+/// Makes sure fds 0, 1 and 2 are open (on /dev/null if they were closed),
+/// so that no file opened later gets one of those numbers and is then lost
+/// to a redirection. Call first thing, before opening anything.
+pub fn ensure_std_fds() {
     for fd in 0..3 {
         if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
             unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
         }
     }
+}
+
+/// Forks. In the parent this never returns: it waits for the child's word
+/// and exits 0 (mounted) or `failure` (failed, reason printed to stderr). In
+/// the child it returns the pipe to report on, after detaching: stdin and
+/// stdout on /dev/null, stderr on `log` (opened for appending) if given,
+/// else on /dev/null. Errors: the pipe or the fork failed, or `log` cannot
+/// be opened (nothing was started).
+pub fn detach(failure: i32, log: Option<&std::path::Path>) -> Result<ReadyPipe, String> {
+    // A closed stdin/stdout/stderr would hand its number to the pipe, which
+    // the child's redirection to /dev/null would then overwrite.
+    ensure_std_fds();
+    let log = match log {
+        Some(p) => Some(OwnedFd::from(open_log(p)?)),
+        None => None,
+    };
     let mut fds = [0; 2];
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(format!("cannot create a pipe: {}", std::io::Error::last_os_error()));
@@ -60,8 +67,8 @@ pub fn detach(failure: i32) -> Result<(ReadyPipe, Stderr), String> {
         -1 => Err(format!("cannot fork the daemon: {}", std::io::Error::last_os_error())),
         0 => {
             drop(r);
-            let stderr = detach_child();
-            Ok((ReadyPipe { w }, stderr))
+            detach_child(log);
+            Ok(ReadyPipe { w })
         }
         child => {
             drop(w);
@@ -99,18 +106,34 @@ fn parent_wait(mut r: File, child: libc::pid_t, failure: i32) -> ! {
     std::process::exit(failure);
 }
 
-/// The child: new session, cwd `/`, stdin/stdout on /dev/null, stderr kept
-/// unless it is a terminal.
-fn detach_child() -> Stderr {
+/// Opens the log file for appending (created 0640 if missing). Errors: one
+/// line naming the file.
+pub fn open_log(p: &std::path::Path) -> Result<File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o640)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(p)
+        .map_err(|e| format!("log_file {}: cannot open for appending: {e}", p.display()))
+}
+
+/// The child: new session, cwd `/`, stdin/stdout on /dev/null, stderr on
+/// the log file or /dev/null: nothing of the caller's stdio is kept.
+fn detach_child(log: Option<OwnedFd>) {
     unsafe { libc::setsid() };
     let _ = std::env::set_current_dir("/");
     let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") else {
-        return Stderr::Kept;
+        // No /dev/null: close them rather than keep the caller's pipes.
+        for fd in 0..3 {
+            unsafe { libc::close(fd) };
+        }
+        return;
     };
     let null = OwnedFd::from(null);
-    let tty = unsafe { libc::isatty(2) } == 1;
-    for fd in [0, 1].into_iter().chain(tty.then_some(2)) {
-        unsafe { libc::dup2(null.as_raw_fd(), fd) };
+    for fd in 0..3 {
+        let src = if fd == 2 { log.as_ref().unwrap_or(&null) } else { &null };
+        unsafe { libc::dup2(src.as_raw_fd(), fd) };
     }
-    if tty { Stderr::Closed } else { Stderr::Kept }
 }

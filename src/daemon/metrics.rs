@@ -34,7 +34,7 @@ const fn counter(name: &'static str, help: &'static str, value: fn(&Status) -> f
     Family { name, kind: "counter", help, value }
 }
 
-/// Every metric, in file order. The README's metrics table lists the same.
+/// Every metric, in file order. The metrics table of docs/reference.md lists the same.
 const FAMILIES: &[Family] = &[
     gauge("boundfs_usage_bytes", "Bytes the backing tree occupies, as du counts them.", |s| s.usage as f64),
     gauge("boundfs_max_size_bytes", "The budget (max_size).", |s| s.max_size as f64),
@@ -90,6 +90,14 @@ const FAMILIES: &[Family] = &[
     counter("boundfs_reconcile_fixes_total", "Index entries reconcile passes corrected.", |s| s.reconcile_fixes as f64),
     counter("boundfs_stale_tmp_removed_total", "Stale engine temporaries removed.", |s| s.stale_tmp_removed as f64),
     counter("boundfs_syscalls_total", "Syscalls the daemon issued on the backing directory.", |s| s.syscalls as f64),
+    gauge(
+        "boundfs_nonblock_over_high_watermark",
+        "1 while files matching no pattern alone are above the high watermark.",
+        |s| f64::from(u8::from(!s.nonblock_warning.is_empty())),
+    ),
+    gauge("boundfs_pattern_mismatch", "1 while most files written since mount match no pattern.", |s| {
+        f64::from(u8::from(!s.pattern_warning.is_empty()))
+    }),
 ];
 
 /// Escapes a label value: backslash, double quote and newline.

@@ -30,7 +30,7 @@ use crate::ledger::policy::Policy;
 use crate::ledger::{Kind, Ledger};
 use crate::stats::Stats;
 use crate::sys;
-use crate::workers::{evictor, reconcile, scan, stamp};
+use crate::workers::{evictor, reconcile, scan, stamp, watch};
 use sdnotify::Notify;
 
 enum Event {
@@ -81,8 +81,20 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         Policy { max_size: opts.max_size, high_watermark: opts.high_watermark, low_watermark: opts.low_watermark };
     let stamp_root = sys::reopen(root_fd.as_fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
     let index_root = sys::reopen(root_fd.as_fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
-    let core =
-        Arc::new(Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval));
+    let flush_backing = crate::fs::shared::flush_needed(opts.flush, root_fd.as_fd());
+    if flush_backing || opts.shared {
+        log::info!(
+            "{}FLUSH {} (BACKING is {})",
+            if opts.shared { "shared tier: opens hold a flock on the backing file; " } else { "" },
+            if flush_backing { "closes the backing file (close-to-open)" } else { "off" },
+            crate::fs::shared::commits_at_close(root_fd.as_fd()).unwrap_or("local"),
+        );
+    }
+    let mut core = Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval);
+    core.shared = opts.shared;
+    core.flush_backing = flush_backing;
+    let core = Arc::new(core);
+    core.unevictable.set_patterns(&opts.patterns);
 
     // Handlers go in before the mount exists: a signal sent as soon as the
     // mount is visible must unmount, not be lost (or ignored, as SIGINT is
@@ -110,6 +122,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         if opts.noexec {
             cfg.mount_options.push(MountOption::NoExec);
         }
+        cfg.mount_options.extend(opts.atime.words().into_iter().map(|w| MountOption::CUSTOM(w.into())));
         fuser::Session::new(fs, &opts.mountpoint, &cfg)
     }
     // fusermount3's message ends with a newline: keep the error one line.
@@ -192,6 +205,10 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         let (c, rec) = (core.clone(), reconcile::Reconciler::new(opts.stale_tmp));
         let every = opts.reconcile_interval;
         workers.push(thread::Builder::new().name("reconcile".into()).spawn(move || reconcile::run(c, rec, every)));
+        let (c, s) = (core.clone(), stop.clone());
+        workers.push(
+            thread::Builder::new().name("watch".into()).spawn(move || watch::run(c, || s.load(Ordering::Relaxed))),
+        );
     }
     core.maybe_wake_evictor();
     log::info!(
@@ -274,7 +291,7 @@ fn mount_kernel(opts: &Options) -> std::io::Result<std::os::fd::OwnedFd> {
         if opts.allow_other { ",allow_other" } else { "" }
     );
     let (src, target, data) = (cpath(&opts.backing)?, cpath(&opts.mountpoint)?, std::ffi::CString::new(data)?);
-    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+    let mut flags = libc::MS_NOSUID | libc::MS_NODEV | opts.atime.mount_flags();
     if opts.noexec {
         flags |= libc::MS_NOEXEC;
     }

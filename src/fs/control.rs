@@ -31,7 +31,7 @@ impl Core {
     /// A snapshot of the live status.
     pub fn status(&self) -> Status {
         let (c, evictable_bytes) = {
-            let l = self.ledger.lock();
+            let l = self.accounts.lock();
             (l.counts(), l.evictable_bytes())
         };
         let p = self.policy();
@@ -40,6 +40,8 @@ impl Core {
         Status {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backing: self.root_path.display().to_string(),
+            mountpoint: String::new(),
+            pid: std::process::id(),
             usage: c.usage,
             max_size: p.max_size,
             high_watermark: p.high_watermark,
@@ -74,6 +76,8 @@ impl Core {
             stale_tmp_removed: Stats::get(&s.stale_tmp_removed),
             requests: s.requests.snapshot(),
             syscalls: crate::sys::syscalls(),
+            nonblock_warning: self.unevictable.nonblock_warning(),
+            pattern_warning: self.unevictable.pattern_warning(),
         }
     }
 
@@ -89,8 +93,7 @@ impl Core {
     /// pass the new budget evict inline or fail with ENOSPC from now on.
     /// Returns the previous budget.
     pub fn set_max_size(&self, max_size: u64) -> u64 {
-        let old = std::mem::replace(&mut self.policy.lock().max_size, max_size);
-        self.ledger.lock().set_max_size(max_size);
+        let old = self.accounts().set_max_size(max_size);
         let p = self.policy();
         log::info!(
             "max_size changed from {old} to {max_size} bytes (high watermark now {} bytes, low {} bytes)",

@@ -10,7 +10,9 @@ use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr, INodeNo, TimeOrNow};
 
-use super::{Core, Handle, OpResult, attr_of};
+use std::sync::Arc;
+
+use super::{Core, Handle, OpResult, Opened, attr_of};
 use crate::stats::Stats;
 use crate::sys;
 
@@ -103,8 +105,9 @@ impl Core {
     /// OPEN: opens the backing file and pins it against eviction until
     /// release. Errors: ENOENT if eviction removed it first (never an fd to a
     /// file eviction then deletes), the backing errno otherwise.
-    pub fn open(&self, ino: INodeNo, flags: i32) -> OpResult<u64> {
-        self.open_pinned(ino, flags).inspect_err(|e| {
+    /// The core plans the handle's I/O mode (see [`Opened`]).
+    pub fn open(&self, ino: INodeNo, flags: i32) -> OpResult<Opened> {
+        let (fh, handle) = self.open_pinned(ino, flags).inspect_err(|e| {
             if *e == Errno::ENOENT {
                 // The kernel still had an entry for an evicted file. Let its
                 // invalidation reach the kernel first, so a stat right after
@@ -112,35 +115,29 @@ impl Core {
                 // not wait for it). Bounded, as for a write that evicted.
                 self.inval.wait_all(crate::fs::INVAL_WAIT);
             }
-        })
+        })?;
+        self.plan_io(fh, handle, flags)
     }
 
-    fn open_pinned(&self, ino: INodeNo, flags: i32) -> OpResult<u64> {
+    fn open_pinned(&self, ino: INodeNo, flags: i32) -> OpResult<(u64, Arc<Handle>)> {
         let i = self.inode(ino)?;
-        let placeholder = self.ledger.lock().pin(i.key).map_err(|_| Errno::ENOENT)?;
-        let opened = sys::reopen(i.fd(), backing_flags(flags)).and_then(|fd| Ok((sys::fstat(fd.as_fd())?, fd)));
+        let placeholder = self.accounts.pin(i.key).map_err(|_| Errno::ENOENT)?;
+        let opened = sys::reopen(i.fd(), backing_flags(flags)).and_then(|fd| {
+            self.lock_opened(fd.as_fd())?;
+            Ok((sys::fstat(fd.as_fd())?, fd))
+        });
         let (st, fd) = match opened {
             Ok((st, _)) if st.st_nlink == 0 && placeholder => Err(Errno::ENOENT),
             other => other,
         }
-        .inspect_err(|_| {
-            let mut l = self.ledger.lock();
-            if placeholder {
-                l.mark_unlinked(i.key);
-            }
-            l.unpin(i.key);
-        })?;
-        let block = {
-            let mut l = self.ledger.lock();
-            l.set_size(i.key, sys::allocated(&st));
-            l.get(&i.key).is_some_and(|e| e.block)
-        };
-        if block {
+        .inspect_err(|_| self.accounts.open_failed(i.key, placeholder))?;
+        let after = self.accounts.opened(i.key, sys::allocated(&st), self.now(), self.stamp_secs);
+        if after.block {
             Stats::add(&self.stats.block_opens, 1);
         }
-        self.touch(i.key);
+        self.stamp_due(i.key, after.stamp);
         let direct = super::direct::twin(fd.as_fd(), flags);
-        Ok(self.add_handle(Handle { fd, direct, key: i.key }))
+        Ok(self.add_handle(Handle::new(fd, i.key, i.ino).with_direct(direct)))
     }
 
     /// READ `size` bytes at `off`. A read of a block file counts as use.
@@ -193,7 +190,6 @@ impl Core {
         }
         let after = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
         room.commit(h.key, after);
-        self.maybe_wake_evictor();
         match err {
             Some(e) if done == 0 => Err(e),
             _ => Ok(done as u32),
@@ -208,7 +204,6 @@ impl Core {
         let r = sys::fallocate(h.fd.as_raw_fd(), mode, off, len);
         let after = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
         room.commit(h.key, after);
-        self.maybe_wake_evictor();
         r
     }
 
@@ -220,18 +215,6 @@ impl Core {
     /// LSEEK (SEEK_DATA / SEEK_HOLE reach the daemon).
     pub fn lseek(&self, fh: u64, off: i64, whence: i32) -> OpResult<i64> {
         sys::lseek(self.handle(fh)?.fd.as_raw_fd(), off, whence)
-    }
-
-    /// RELEASE: closes the backing fd and unpins the file (the last close of
-    /// a file unlinked while open returns its bytes to the budget).
-    pub fn release(&self, fh: u64) {
-        if let Some(h) = self.take_handle(fh) {
-            let key = h.key;
-            drop(h);
-            self.ledger.lock().unpin(key);
-            self.released.notify_all();
-            self.maybe_wake_evictor();
-        }
     }
 
     /// SETATTR: mode, owner, size, times, in that order; returns the new

@@ -13,7 +13,10 @@
 //! 3. `fstatat` the name: still the same `(dev, ino)` with one link?
 //! 4. ledger: `begin_evict` (fails if an open pinned it meanwhile; an open
 //!    that comes after sees `Evicting` and answers ENOENT);
-//! 5. truncate to 0 (the kernel may still hold an fd-backed inode), `unlinkat`,
+//! 5. open it; in shared mode (`-o shared`) check it is still the chosen
+//!    file and take `LOCK_EX | LOCK_NB` (another node's open holds
+//!    `LOCK_SH`: then skip it, made most recent; see `fs::shared`);
+//!    truncate to 0 (the kernel may still hold an fd-backed inode), `unlinkat`,
 //!    ledger `finish_evict`; emptied directories are queued for removal;
 //! 6. release the stripe, queue the kernel invalidation of the name.
 
@@ -42,10 +45,18 @@ impl Core {
     pub fn evict(&self, bytes: u64, wait: bool) -> u64 {
         let mut freed = 0;
         let mut ticket = None;
+        // A victim another node holds open goes back to the LRU as most
+        // recent (shared mode): meeting one again means every candidate left
+        // was tried.
+        let mut tried = std::collections::HashSet::new();
         while freed < bytes {
-            let Some((key, path)) = self.ledger.lock().take_victim() else {
+            let Some((key, path)) = self.accounts.lock().take_victim() else {
                 break;
             };
+            if !tried.insert(key) {
+                self.touch(key);
+                break;
+            }
             if let Some((n, t)) = self.evict_victim(key, &path) {
                 freed += n;
                 ticket = t.or(ticket);
@@ -69,49 +80,73 @@ impl Core {
             Stats::add(&self.stats.evict_skipped_open, 1);
             skip("opened meanwhile")
         };
-        let Some(Parent { dir, key: dkey, dir_rel, name, c }) = self.parent_of(rel) else {
-            self.ledger.lock().forget_path(key);
-            return skip("directory gone, or not beneath BACKING");
+        let (dir, dkey, dir_rel, name, c) = match self.parent_of_checked(rel) {
+            Ok(Parent { dir, key, dir_rel, name, c }) => (dir, key, dir_rel, name, c),
+            Err(Some(_)) => {
+                // The directory is gone behind the daemon (rm -rf in BACKING):
+                // so is the victim's name. Its bytes stop counting now.
+                return self.vanished(key, rel, None);
+            }
+            Err(None) => {
+                self.accounts.lock().forget_path(key);
+                return skip("directory unreadable, or not beneath BACKING");
+            }
         };
         let guard = self.dirlocks.lock(&[dkey]);
         match sys::fstatat(dir.as_fd(), &c) {
             Ok(st) if key_of(&st) == key && st.st_nlink == 1 => {}
             Ok(st) if key_of(&st) == key => {
-                self.ledger.lock().park(key);
+                self.accounts.lock().park(key);
                 return skip("has another hard link");
             }
-            _ => {
-                // Removed or replaced behind the daemon: its bytes may still
-                // be counted. Keep the name (the reconcile pass verifies it
-                // and drops the entry at once), stop choosing it, and ask for
-                // that pass soon.
-                self.ledger.lock().park(key);
-                self.reconcile.request();
-                return skip("name now holds another file");
+            Ok(_) => return self.vanished(key, rel, Some((guard, dkey, name))),
+            Err(e) if vanished_errno(e) => return self.vanished(key, rel, Some((guard, dkey, name))),
+            Err(_) => {
+                self.accounts.lock().park(key);
+                return skip("name unreadable");
             }
         }
-        if !self.ledger.lock().begin_evict(key) {
+        if !self.accounts.lock().begin_evict(key) {
             return skip_open();
         }
         // Truncate first: the kernel may still hold the inode (our O_PATH fd
         // lives until its FORGET), and an unlinked inode keeps its blocks while
         // any fd refers to it. Nothing through the mount has it open (checked
         // just above), so its bytes can go now and usage stays exact.
-        if let Ok(fd) = sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0) {
-            let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&fd), 0);
+        let victim = sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0);
+        if self.shared {
+            // Another node's opens hold LOCK_SH (fs::shared): take LOCK_EX on
+            // the chosen file, or leave it, before truncating or unlinking.
+            match &victim {
+                Ok(fd) if sys::fstat(fd.as_fd()).is_ok_and(|st| key_of(&st) == key) && self.lock_victim(fd.as_fd()) => {
+                }
+                Err(e) if *e == Errno::ENOENT => {
+                    self.accounts.lock().finish_evict(key);
+                    return skip("already removed");
+                }
+                _ => {
+                    self.accounts.lock().abort_evict(key);
+                    self.touch(key);
+                    return skip_open();
+                }
+            }
+        }
+        if let Ok(fd) = &victim {
+            let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(fd), 0);
         }
         let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
-            Ok(()) => self.ledger.lock().finish_evict(key),
+            Ok(()) => self.accounts.lock().finish_evict(key),
             Err(e) if e == Errno::ENOENT => {
-                self.ledger.lock().finish_evict(key);
+                self.accounts.lock().finish_evict(key);
                 return skip("already removed");
             }
             Err(e) => {
-                self.ledger.lock().abort_evict(key);
+                self.accounts.lock().abort_evict(key);
                 crate::warn_limited!("eviction could not remove {}: {e:?}; skipping it", rel.display());
                 return skip("unlink failed");
             }
         };
+        drop(victim);
         Stats::add(&self.stats.evictions, 1);
         Stats::add(&self.stats.evicted_bytes, freed);
         drop(guard);
@@ -124,11 +159,71 @@ impl Core {
     /// followed) and returns it with its identity and `rel`'s last name.
     /// None: `rel` has no name, or its directory is gone or not beneath BACKING.
     pub(crate) fn parent_of<'a>(&self, rel: &'a Path) -> Option<Parent<'a>> {
-        let (name, dir_rel) = (rel.file_name()?, rel.parent()?);
-        let dir = sys::open_beneath(self.root().fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY).ok()?;
-        let key = key_of(&sys::fstat(dir.as_fd()).ok()?);
-        let c = CString::new(name.as_bytes()).ok()?;
-        Some(Parent { dir, key, dir_rel, name, c })
+        self.parent_of_checked(rel).ok()
+    }
+
+    /// [`Core::parent_of`], telling why not. Errors: `Some(errno)` when the
+    /// directory is gone from BACKING (ENOENT, ENOTDIR, or ELOOP/EXDEV for a
+    /// symlink swapped in on the way: `du` no longer reaches it either);
+    /// `None` for anything else (no name, EACCES, EMFILE …).
+    pub(crate) fn parent_of_checked<'a>(&self, rel: &'a Path) -> Result<Parent<'a>, Option<Errno>> {
+        let (Some(name), Some(dir_rel)) = (rel.file_name(), rel.parent()) else { return Err(None) };
+        let dir = match sys::open_beneath(self.root().fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY) {
+            Ok(d) => d,
+            Err(e) if vanished_errno(e) => return Err(Some(e)),
+            Err(_) => return Err(None),
+        };
+        let key = key_of(&sys::fstat(dir.as_fd()).map_err(|_| None)?);
+        let c = CString::new(name.as_bytes()).map_err(|_| None)?;
+        Ok(Parent { dir, key, dir_rel, name, c })
+    }
+
+    /// The victim `key` is no longer at `rel` in BACKING: deleted, replaced
+    /// or moved behind the daemon (an operator's `rm -rf`, a reaper). Its
+    /// bytes stop counting at once, so an inline eviction never removes a live
+    /// block to pay for bytes already free; the caller counts them as freed.
+    /// Kept instead (parked, and only its path forgotten) if the kernel's fd
+    /// on it shows it still has a name elsewhere. `held`: the stripe of the
+    /// directory the name was checked in (held, so no create or rename through
+    /// the mount can race the check), with the directory's key and the name,
+    /// whose cached kernel entry is then invalidated. Asks for an early
+    /// reconcile pass, which adopts the file again if it was only moved.
+    /// Returns the bytes taken out of usage, or None if none were.
+    fn vanished(
+        &self,
+        key: FileKey,
+        rel: &Path,
+        held: Option<(crate::fs::dirlock::DirGuard<'_>, FileKey, &std::ffi::OsStr)>,
+    ) -> Option<(u64, Option<u64>)> {
+        self.reconcile.request();
+        Stats::add(&self.stats.evict_skipped, 1);
+        let linked_elsewhere = self
+            .inodes
+            .ino_of(&key)
+            .and_then(|ino| self.inodes.get(ino))
+            .is_some_and(|i| sys::fstat(i.fd()).is_ok_and(|st| st.st_nlink > 0));
+        if linked_elsewhere {
+            log::debug!("eviction skipped {}: moved behind the daemon", rel.display());
+            self.accounts.lock().forget_path(key);
+            return None;
+        }
+        let freed = {
+            let mut l = self.accounts.lock();
+            // Only an entry still naming `rel` (a rename through the mount
+            // after the choice gave it another name, under another stripe).
+            if l.get(&key).and_then(|e| e.path.as_deref()) != Some(rel) {
+                return None;
+            }
+            l.drop_unused(key)
+        };
+        // An index entry corrected, as a reconcile pass would have.
+        Stats::add(&self.stats.reconcile_fixes, 1);
+        log::debug!("eviction found {} gone behind the daemon: {freed} bytes stop counting", rel.display());
+        let ticket = held.and_then(|(g, dkey, name)| {
+            drop(g);
+            self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()))
+        });
+        (freed > 0).then_some((freed, ticket))
     }
 
     /// Removes directories that eviction left empty, up to but not including
@@ -162,11 +257,11 @@ impl Core {
                 }
                 continue;
             }
-            self.ledger.lock().begin_remove_dir(dkey);
+            self.accounts.lock().begin_remove_dir(dkey);
             if sys::unlinkat(parent.as_fd(), &c, libc::AT_REMOVEDIR).is_err() {
-                self.ledger.lock().abort_evict(dkey);
+                self.accounts.lock().abort_evict(dkey);
             } else {
-                self.ledger.lock().finish_evict(dkey);
+                self.accounts.lock().finish_evict(dkey);
                 drop(g);
                 if !parent_rel.as_os_str().is_empty() {
                     retry.push((parent_rel.to_path_buf(), 0));
@@ -177,6 +272,12 @@ impl Core {
         retry.dedup_by(|a, b| a.0 == b.0);
         self.empty_dirs.lock().extend(retry);
     }
+}
+
+/// Errnos meaning a name (or a directory on its path) is gone from BACKING:
+/// ENOENT, ENOTDIR, or ELOOP/EXDEV for a symlink swapped in on the way.
+pub(crate) fn vanished_errno(e: Errno) -> bool {
+    [libc::ENOENT, libc::ENOTDIR, libc::ELOOP, libc::EXDEV].contains(&e.code())
 }
 
 /// The directory of a path relative to BACKING, opened: see [`Core::parent_of`].

@@ -293,6 +293,43 @@ impl InodeTable {
         drop(gone);
     }
 
+    /// Points the kernel's inode `ino` at another backing object, `fd` with
+    /// identity `key` (a directory recreated after it was removed behind the
+    /// daemon, see `Core::recreate_dir`): the kernel keeps its inode number
+    /// and lookup count, and every later request on it reaches the new object.
+    /// Returns the new inode, or None if the kernel no longer holds `ino`.
+    pub fn rebind(&self, ino: u64, fd: OwnedFd, key: FileKey) -> Option<Arc<Inode>> {
+        if ino == ROOT_INO {
+            return None;
+        }
+        let handle =
+            if self.handles && key.dev == self.root.key.dev { sys::file_handle(fd.as_fd()).ok() } else { None };
+        let mut m = self.maps.write();
+        let s = m.by_ino.get_mut(&ino)?;
+        let (old_key, fmt) = (s.key, s.fmt);
+        let was_counted = s.hot.is_some() && s.handle.is_some();
+        let i = Arc::new(Inode { ino, key, fmt, fd, used: AtomicBool::new(true) });
+        let old = s.hot.replace(i.clone());
+        s.key = key;
+        s.handle = handle;
+        let counted = s.handle.is_some();
+        if m.by_key.get(&old_key) == Some(&ino) {
+            m.by_key.remove(&old_key);
+        }
+        m.by_key.insert(key, ino);
+        let cooled = match (was_counted, counted) {
+            (false, true) => Self::warmed(&mut m, ino, self.fd_cap),
+            (true, false) => {
+                m.hot -= 1;
+                Vec::new()
+            }
+            _ => Vec::new(),
+        };
+        drop(m);
+        drop((old, cooled));
+        Some(i)
+    }
+
     /// Number of inodes the kernel holds (root included).
     pub fn len(&self) -> usize {
         self.maps.read().by_ino.len()

@@ -11,13 +11,22 @@ use super::control::XATTR_PREFIX;
 use super::{Core, OpResult, attr_of, inode::ROOT_INO};
 use crate::sys;
 
-/// What STATFS answers: the budget as the filesystem's size.
+/// What STATFS answers: the budget as the filesystem's size, and as
+/// available what a write can have once eviction has made room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatFs {
     /// Total blocks of `bsize` bytes: max_size / bsize.
     pub blocks: u64,
-    /// Free blocks: (max_size − usage) / bsize, capped by BACKING's own free space.
+    /// Free blocks: (max_size − usage) / bsize, capped by BACKING's own free
+    /// space. `df`'s Used column is `blocks − bfree`, so it stays usage.
     pub bfree: u64,
+    /// Available blocks (`f_bavail`, what `df` shows as Avail and what
+    /// engines gating writes on free space read, e.g. SGLang HiCacheFile's
+    /// `min_free_space`): the free bytes plus the bytes eviction can free now
+    /// (block files in the LRU: no open handle), so
+    /// `min(max_size − usage + evictable, backing free + evictable) / bsize`.
+    /// At least `bfree`, at most `blocks`.
+    pub bavail: u64,
     /// Inodes of BACKING.
     pub files: u64,
     /// Free inodes of BACKING.
@@ -61,18 +70,23 @@ impl Core {
         sys::readlink_fd(self.inode(ino)?.fd())
     }
 
-    /// STATFS: see [`StatFs`]. `df MOUNTPOINT` shows the tier's size.
+    /// STATFS: see [`StatFs`]. `df MOUNTPOINT` shows the tier's size. The
+    /// evictable bytes come from the ledger's running LRU byte sum (O(1)).
+    /// Errors: the backing errno of fstatvfs.
     pub fn statfs(&self) -> OpResult<StatFs> {
         let v = sys::fstatvfs(self.root().fd())?;
         let bsize = (v.f_bsize as u64).max(512);
-        let (max, usage) = {
-            let l = self.ledger.lock();
-            (l.max_size(), l.usage())
+        let (max, usage, evictable) = {
+            let l = self.accounts.lock();
+            (l.max_size(), l.usage(), l.evictable_bytes())
         };
-        let backing_free = v.f_bavail as u64 * v.f_frsize.max(1) as u64 / bsize;
+        let backing_free = v.f_bavail as u64 * v.f_frsize.max(1) as u64;
+        let free = max.saturating_sub(usage).min(backing_free);
+        let avail = (max.saturating_sub(usage) + evictable).min(backing_free + evictable).min(max);
         Ok(StatFs {
             blocks: max / bsize,
-            bfree: (max.saturating_sub(usage) / bsize).min(backing_free),
+            bfree: free / bsize,
+            bavail: avail / bsize,
             files: v.f_files as u64,
             ffree: v.f_ffree as u64,
             bsize: bsize as u32,
@@ -126,12 +140,15 @@ impl Core {
 
     /// SETXATTR by `uid`. On the root, the reserved `user.boundfs.*` names are
     /// control (see `Core::control_set`: EPERM, EINVAL). Errors otherwise: the
-    /// backing errno.
+    /// backing errno. Writing `system.posix_acl_access` can change the mode
+    /// (see [`Core::acl_set_mode`]).
     pub fn setxattr(&self, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, uid: u32) -> OpResult<()> {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return self.control_set(name, value, uid);
         }
-        sys::xattr::set(self.inode(ino)?.fd().as_raw_fd(), name, value, flags)
+        sys::xattr::set(self.inode(ino)?.fd().as_raw_fd(), name, value, flags)?;
+        self.acl_set_mode(ino, name);
+        Ok(())
     }
 
     /// REMOVEXATTR. Errors: EPERM for the reserved `user.boundfs.*` names on
@@ -140,9 +157,29 @@ impl Core {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return Err(Errno::EPERM);
         }
-        sys::xattr::remove(self.inode(ino)?.fd().as_raw_fd(), name)
+        sys::xattr::remove(self.inode(ino)?.fd().as_raw_fd(), name)?;
+        self.acl_set_mode(ino, name);
+        Ok(())
+    }
+
+    /// After `name` was written or removed on `ino`: if it is the access ACL,
+    /// the backing file system has set the mode from it (acl(5): the owner,
+    /// mask or group, and other entries are the permission bits; `setfacl -m`,
+    /// and GNU tools copying a mode through `fsetxattr`, rely on it). The
+    /// kernel passes ACL xattrs through without reading them (no
+    /// FUSE_POSIX_ACL) and drops only its cached ctime, so the cached mode is
+    /// invalidated here, and the reply waits (bounded, as after an eviction)
+    /// until the kernel has it: a stat right after shows the new mode.
+    fn acl_set_mode(&self, ino: INodeNo, name: &OsStr) {
+        if name.as_encoded_bytes() == ACL_ACCESS {
+            let t = self.inval.push_attrs(ino.0);
+            self.inval.wait(t, crate::fs::INVAL_WAIT);
+        }
     }
 }
+
+/// The access ACL's xattr name (acl(5)); the default ACL does not touch the mode.
+const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
 
 /// An xattr answer: the size asked for, or the bytes.
 pub enum Xattr {

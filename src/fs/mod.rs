@@ -4,13 +4,17 @@
 //!
 //! Lock order (outer to inner), written here where the locks live:
 //! 1. directory stripes ([`dirlock::DirLocks`], ascending stripe index);
-//! 2. `Core::ledger` (bookkeeping only: never held across a syscall);
+//! 2. the ledger mutex inside `Core::accounts` ([`accounts::Accounts`];
+//!    bookkeeping only: never held across a syscall);
 //! 3. leaf locks, never held while taking another: the inode table, the
 //!    handle tables, the invalidation queue, the stamp queue, the evictor's wake
 //!    flag, the empty-directory list.
 
+pub mod accounts;
 pub mod dirlock;
+pub mod handles;
 pub mod inode;
+pub mod passthrough;
 pub mod stamps;
 
 mod evict;
@@ -20,6 +24,9 @@ mod data;
 mod direct;
 mod meta;
 mod namespace;
+mod recreate;
+pub mod shared;
+pub mod unevictable;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -29,7 +36,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fuser::{Errno, FileAttr, FileType, INodeNo};
+use fuser::{BackingId, Errno, FileAttr, FileType, INodeNo};
 use globset::GlobSet;
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -40,8 +47,12 @@ use crate::notify::Invalidator;
 use crate::stats::Stats;
 use crate::status::ScanReport;
 use crate::sys;
+use crate::wake::Signal;
+use accounts::Accounts;
 use dirlock::DirLocks;
+pub use handles::{Handle, Opened};
 use inode::{Inode, InodeTable};
+use passthrough::IoModes;
 use stamps::Stamper;
 
 pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
@@ -54,17 +65,6 @@ pub type OpResult<T> = Result<T, Errno>;
 
 /// How long a write that would fail with ENOSPC waits for RELEASEs in flight.
 pub const RELEASE_WAIT: Duration = Duration::from_millis(100);
-
-/// An open file handle: the backing fd and the object it belongs to.
-pub struct Handle {
-    /// Backing file opened with the client's flags (O_DIRECT stripped).
-    pub fd: OwnedFd,
-    /// The same file with O_DIRECT, for a client that opened it O_DIRECT to
-    /// write (aligned WRITEs go through it; see `direct`).
-    pub direct: Option<OwnedFd>,
-    /// Backing identity, for the ledger.
-    pub key: FileKey,
-}
 
 /// Who is asking (for ownership of new objects).
 #[derive(Clone, Copy, Debug)]
@@ -81,10 +81,8 @@ pub struct Core {
     pub root_path: PathBuf,
     /// FUSE inodes ↔ backing objects.
     pub inodes: InodeTable,
-    /// Usage, LRU, pins, reservations.
-    pub ledger: Mutex<Ledger>,
-    /// Budget and watermarks; `max_size` changes live (see [`Core::set_max_size`]).
-    policy: Mutex<Policy>,
+    /// Usage, LRU, pins, reservations, the budget: the one door to the ledger.
+    accounts: Accounts,
     /// Namespace serialisation per backing directory.
     pub dirlocks: DirLocks,
     /// Selects block files by name.
@@ -95,17 +93,26 @@ pub struct Core {
     pub inval: Invalidator,
     /// Pending mtime stamps.
     pub stamper: Stamper,
-    /// Wakes the background evictor (flag: work pending or stop).
-    pub evict_wake: (Mutex<bool>, Condvar),
+    /// Wakes the background evictor (work pending, or stop).
+    evict_wake: Signal,
     /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
     pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
+    /// What eviction can't remove: non-block usage, files matching no pattern.
+    pub unevictable: unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).
     pub reconcile: crate::wake::Waker,
-    /// Signalled (with the ledger lock) when an open handle is released.
-    pub released: Condvar,
+    /// `-o shared`: opens hold a flock and eviction takes one (see [`shared`]).
+    /// Set once, before the mount serves.
+    pub shared: bool,
+    /// FLUSH closes a duplicate of the backing fd (see [`Core::flush`]). Set
+    /// once, before the mount serves.
+    pub flush_backing: bool,
     /// The start-up index's report once it is complete (`None` while it runs).
     index: (Mutex<Option<ScanReport>>, Condvar),
+    /// The one handle table: fh → handle (fd, key, inode, I/O mode).
     handles: RwLock<HashMap<u64, Arc<Handle>>>,
+    /// Per-inode I/O modes of the open handles (kernel passthrough).
+    io: IoModes<BackingId>,
     dirs: RwLock<HashMap<u64, Arc<Mutex<DirStream>>>>,
     next_fh: AtomicU64,
     start: Instant,
@@ -126,23 +133,27 @@ impl Core {
         matcher: GlobSet,
         stamp_interval: Duration,
     ) -> Self {
+        let mut ledger = ledger;
+        ledger.set_policy(policy);
         let indexing = ledger.indexing();
         Core {
             root_path,
             inodes: InodeTable::new(root_fd, root_key),
-            ledger: Mutex::new(ledger),
-            policy: Mutex::new(policy),
+            accounts: Accounts::new(ledger),
             dirlocks: DirLocks::default(),
             matcher,
             stats: Stats::default(),
             inval: Invalidator::default(),
             stamper: Stamper::default(),
-            evict_wake: (Mutex::new(false), Condvar::new()),
+            evict_wake: Signal::default(),
             empty_dirs: Mutex::new(Vec::new()),
             reconcile: Default::default(),
-            released: Condvar::new(),
+            shared: false,
+            flush_backing: false,
+            unevictable: Default::default(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
+            io: IoModes::new(false),
             dirs: RwLock::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             start: Instant::now(),
@@ -153,7 +164,18 @@ impl Core {
 
     /// The budget and watermarks now (a copy: `max_size` may change live).
     pub fn policy(&self) -> Policy {
-        *self.policy.lock()
+        self.accounts.policy()
+    }
+
+    /// The one door to the ledger.
+    pub fn accounts(&self) -> &Accounts {
+        &self.accounts
+    }
+
+    /// Waits at most `timeout` for [`Core::wake_evictor`]; returns whether
+    /// it was called (the background evictor's sleep).
+    pub fn evictor_wait(&self, timeout: Duration) -> bool {
+        self.evict_wake.wait_for(timeout)
     }
 
     /// The BACKING root's `O_PATH` fd.
@@ -187,7 +209,7 @@ impl Core {
         if dir.ino == inode::ROOT_INO {
             return Some(PathBuf::from(name));
         }
-        let known = self.ledger.lock().get(&dir.key).and_then(|e| e.path.as_deref().map(|p| p.join(name)));
+        let known = self.accounts.lock().get(&dir.key).and_then(|e| e.path.as_deref().map(|p| p.join(name)));
         known.or_else(|| {
             let abs = sys::fd_path(dir.fd())?;
             let rel = abs.strip_prefix(&self.root_path).ok()?;
@@ -202,7 +224,12 @@ impl Core {
 
     /// Marks `key` most recent; queues an mtime stamp when one is due.
     pub fn touch(&self, key: FileKey) {
-        let stamp = self.ledger.lock().touch(key, self.now(), self.stamp_secs);
+        let stamp = self.accounts.touch(key, self.now(), self.stamp_secs);
+        self.stamp_due(key, stamp);
+    }
+
+    /// Queues the stamp an event found due.
+    fn stamp_due(&self, key: FileKey, stamp: Option<PathBuf>) {
         if let Some(path) = stamp {
             self.stamper.push(key, path);
         }
@@ -211,29 +238,26 @@ impl Core {
     /// Re-reads the allocated size of `key` from `fd` into the ledger.
     pub fn refresh_size(&self, key: FileKey, fd: BorrowedFd<'_>) {
         if let Ok(st) = sys::fstat(fd) {
-            self.ledger.lock().set_size(key, sys::allocated(&st));
+            self.accounts.set_size(key, sys::allocated(&st));
         }
     }
 
     /// Wakes the background evictor if usage is above the high watermark.
     pub fn maybe_wake_evictor(&self) {
-        let committed = self.ledger.lock().committed();
-        if self.policy().should_wake(committed) {
+        if self.accounts.should_wake() {
             self.wake_evictor();
         }
     }
 
     /// Wakes the background evictor.
     pub fn wake_evictor(&self) {
-        let (m, cv) = &self.evict_wake;
-        *m.lock() = true;
-        cv.notify_one();
+        self.evict_wake.raise();
     }
 
     /// Marks the start-up index complete with its `report`: usage is exact,
     /// waiting writes and the evictor go on.
     pub fn index_done(&self, report: ScanReport) {
-        self.ledger.lock().indexed();
+        self.accounts.lock().indexed();
         *self.index.0.lock() = Some(report);
         self.index.1.notify_all();
         self.wake_evictor();
@@ -274,7 +298,7 @@ impl Core {
         let mut waited = false;
         for _ in 0..16 {
             let (short, evictable) = {
-                let mut l = self.ledger.lock();
+                let mut l = self.accounts.lock();
                 let r = match l.reserve_checked(bytes) {
                     Err(Refused::Indexing) if !wait => l.reserve(bytes).map_err(|s| Refused::Short(s.0)),
                     r => r,
@@ -288,7 +312,7 @@ impl Core {
                         // us: a file just closed may still look open. Give
                         // pending releases a moment before answering ENOSPC.
                         waited = true;
-                        self.released.wait_for(&mut l, RELEASE_WAIT);
+                        self.accounts.wait_released(&mut l, RELEASE_WAIT);
                         continue;
                     }
                     Err(Refused::Short(s)) => (s, l.evictable_bytes()),
@@ -313,10 +337,11 @@ impl Core {
         self.handles.read().get(&fh).cloned().ok_or(Errno::EBADF)
     }
 
-    fn add_handle(&self, h: Handle) -> u64 {
+    fn add_handle(&self, h: Handle) -> (u64, Arc<Handle>) {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        self.handles.write().insert(fh, Arc::new(h));
-        fh
+        let h = Arc::new(h);
+        self.handles.write().insert(fh, h.clone());
+        (fh, h)
     }
 
     fn take_handle(&self, fh: u64) -> Option<Arc<Handle>> {
@@ -348,16 +373,14 @@ impl Core {
     fn publish(&self, parent: &Inode, name: &OsStr, fd: OwnedFd, st: &libc::stat, touch: bool) -> FileAttr {
         let key = key_of(st);
         let fmt = st.st_mode & libc::S_IFMT;
-        let known = self.ledger.lock().get(&key).is_some();
+        let known = self.accounts.lock().get(&key).is_some();
         if !known {
             let block = fmt == libc::S_IFREG && self.is_block_name(name);
             let path = self.rel_path(parent, name);
-            {
-                let mut l = self.ledger.lock();
-                l.upsert(key, sys::allocated(st), block, path, self.now());
-                l.set_kind(key, Kind::of_mode(st.st_mode));
+            let kind = Kind::of_mode(st.st_mode);
+            if self.accounts.found(key, sys::allocated(st), block, path, kind, self.now()) {
+                self.wake_evictor();
             }
-            self.maybe_wake_evictor();
         } else if touch {
             self.touch(key);
         }
@@ -378,21 +401,29 @@ pub struct Reservation<'a> {
 }
 
 impl Reservation<'_> {
-    /// Records the new allocated size of `key` and returns the reservation, atomically.
+    /// Records the new allocated size of `key` and returns the reservation,
+    /// atomically; wakes the background evictor when usage is above the
+    /// high watermark.
     pub fn commit(self, key: FileKey, size: u64) {
-        {
-            let mut l = self.core.ledger.lock();
-            l.set_size(key, size);
-            l.release(self.bytes);
+        let core = self.core;
+        if core.accounts.commit(key, size, self.settle()) {
+            core.wake_evictor();
         }
+    }
+
+    /// Hands the reserved bytes to the caller, which returns them to the
+    /// ledger with its own event (see [`Accounts::created`]).
+    pub fn settle(self) -> u64 {
+        let bytes = self.bytes;
         std::mem::forget(self);
+        bytes
     }
 }
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if self.bytes > 0 {
-            self.core.ledger.lock().release(self.bytes);
+            self.core.accounts.release(self.bytes);
         }
     }
 }

@@ -8,7 +8,8 @@ use std::path::Path;
 
 use fuser::{Errno, FileAttr, INodeNo};
 
-use super::{Caller, Core, Handle, OpResult};
+use super::accounts::Created;
+use super::{Caller, Core, Handle, OpResult, Opened};
 use crate::key::key_of;
 use crate::ledger::Kind;
 use crate::stats::Stats;
@@ -41,7 +42,8 @@ impl Core {
     }
 
     /// CREATE: creates (or, without O_EXCL, opens) `name` and opens it.
-    /// Returns the attributes and a file handle. Errors: EEXIST with O_EXCL,
+    /// Returns the attributes and the opened handle with its I/O plan
+    /// (see [`Opened`]). Errors: EEXIST with O_EXCL,
     /// ENOSPC when no room can be made, other backing errnos.
     pub fn create(
         &self,
@@ -50,43 +52,53 @@ impl Core {
         mode: u32,
         flags: i32,
         who: Caller,
-    ) -> OpResult<(FileAttr, u64)> {
+    ) -> OpResult<(FileAttr, Opened)> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
         let room = self.reserve(ENTRY_RESERVE, false)?;
         let open_flags = super::data::backing_flags(flags) & !(libc::O_CREAT | libc::O_EXCL);
-        let _g = self.dirlocks.lock(&[p.key]);
-        let (fd, created) = match sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL, mode) {
-            Ok(fd) => (fd, true),
-            Err(e) if e == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
-                (sys::openat(p.fd(), &c, open_flags, 0)?, false)
+        // A directory removed behind the daemon is recreated (see recreate.rs).
+        let (p, (_g, fd, created)) = self.in_dir(p, |p| {
+            let g = self.dirlocks.lock(&[p.key]);
+            match sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL, mode) {
+                Ok(fd) => Ok((g, fd, true)),
+                Err(e) if e == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
+                    Ok((g, sys::openat(p.fd(), &c, open_flags, 0)?, false))
+                }
+                Err(e) => Err(e),
             }
-            Err(e) => return Err(e),
-        };
+        })?;
+        // An existing file may be evicted by another node: the same lock as OPEN.
+        self.lock_opened(fd.as_fd())?;
         if created {
             self.chown_new(fd.as_fd(), who);
         }
         let st = sys::fstat(fd.as_fd())?;
         let key = key_of(&st);
-        if created {
-            self.ledger.lock().fresh(key);
-        }
-        if self.ledger.lock().pin(key).is_err() {
-            // Unreachable while we hold the directory stripe; answer as a miss.
-            return Err(Errno::ENOENT);
-        }
         let path_fd = sys::reopen(fd.as_fd(), libc::O_PATH)?;
         let block = self.is_block_name(name);
-        let path = self.rel_path(&p, name);
-        self.ledger.lock().upsert(key, sys::allocated(&st), block, path, self.now());
-        self.touch(key);
-        self.refresh_dir(&p);
-        drop(room);
+        if created {
+            self.unevictable.written(name, block, false);
+        }
+        let new = Created {
+            key,
+            fresh: created,
+            size: sys::allocated(&st),
+            block,
+            path: self.rel_path(&p, name),
+            dir: sys::fstat(p.fd()).ok().map(|d| (p.key, sys::allocated(&d))),
+            reserved: room.settle(),
+        };
+        // Gone is unreachable while we hold the directory stripe; answer as a miss.
+        let after = self.accounts.created(new, self.now(), self.stamp_secs).map_err(|_| Errno::ENOENT)?;
+        self.stamp_due(key, after.stamp);
         let inode = self.inodes.insert(path_fd, key, libc::S_IFREG);
         let direct = super::direct::twin(fd.as_fd(), flags);
-        let fh = self.add_handle(Handle { fd, direct, key });
-        self.maybe_wake_evictor();
-        Ok((super::attr(inode.ino, &st), fh))
+        let (fh, handle) = self.add_handle(Handle::new(fd, key, inode.ino).with_direct(direct));
+        if after.wake {
+            self.wake_evictor();
+        }
+        Ok((super::attr(inode.ino, &st), self.plan_io(fh, handle, flags)?))
     }
 
     /// Shared tail of mkdir, mknod and symlink: the new object `name` in `p`.
@@ -95,7 +107,7 @@ impl Core {
         let fd = sys::open_path(p.fd(), &c)?;
         self.chown_new(fd.as_fd(), who);
         let st = sys::fstat(fd.as_fd())?;
-        self.ledger.lock().fresh(key_of(&st));
+        self.accounts.lock().fresh(key_of(&st));
         self.refresh_dir(p);
         Ok(self.publish(p, name, fd, &st, false))
     }
@@ -105,8 +117,10 @@ impl Core {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
         let _room = self.reserve(ENTRY_RESERVE, false)?;
-        let _g = self.dirlocks.lock(&[p.key]);
-        sys::mkdirat(p.fd(), &c, mode)?;
+        let (p, _g) = self.in_dir(p, |p| {
+            let g = self.dirlocks.lock(&[p.key]);
+            sys::mkdirat(p.fd(), &c, mode).map(|()| g)
+        })?;
         self.made(&p, name, who)
     }
 
@@ -145,9 +159,9 @@ impl Core {
             // A block keeps the name eviction knows (a second link removed
             // later must not leave it nameless); a file that becomes a block
             // by this link (vLLM's link(tmp, dest)) takes the new name.
-            let named_block = self.ledger.lock().get(&i.key).is_some_and(|e| e.block && e.path.is_some());
+            let named_block = self.accounts.lock().get(&i.key).is_some_and(|e| e.block && e.path.is_some());
             let path = if named_block { None } else { self.rel_path(&np, newname) };
-            self.ledger.lock().upsert(i.key, sys::allocated(&st), true, path, self.now());
+            self.accounts.lock().upsert(i.key, sys::allocated(&st), true, path, self.now());
             self.touch(i.key);
         }
         self.refresh_dir(&np);
@@ -177,7 +191,7 @@ impl Core {
         let _g = self.dirlocks.lock(&[p.key]);
         let st = sys::fstatat(p.fd(), &c)?;
         sys::unlinkat(p.fd(), &c, libc::AT_REMOVEDIR)?;
-        self.ledger.lock().remove(key_of(&st));
+        self.accounts.lock().remove(key_of(&st));
         self.refresh_dir(&p);
         Ok(())
     }
@@ -185,7 +199,7 @@ impl Core {
     /// The ledger side of removing the name `path` of the object `st`.
     fn forget_name(&self, st: &libc::stat, path: Option<&Path>) {
         let key = key_of(st);
-        let mut l = self.ledger.lock();
+        let mut l = self.accounts.lock();
         if st.st_nlink <= 1 || st.st_mode & libc::S_IFMT == libc::S_IFDIR {
             l.mark_unlinked(key);
         } else if let Some(p) = path {
@@ -233,9 +247,13 @@ impl Core {
     fn moved(&self, st: &libc::stat, to: Option<&Path>, from: Option<&Path>, new_name: &OsStr) {
         let key = key_of(st);
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        let block = !is_dir && st.st_mode & libc::S_IFMT == libc::S_IFREG && self.is_block_name(new_name);
+        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+        let block = regular && self.is_block_name(new_name);
+        if regular && to.is_some() {
+            self.unevictable.written(new_name, block, false);
+        }
         {
-            let mut l = self.ledger.lock();
+            let mut l = self.accounts.lock();
             if is_dir {
                 if let (Some(f), Some(t)) = (from, to) {
                     l.rename_prefix(f, t);

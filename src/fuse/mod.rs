@@ -2,8 +2,6 @@
 //! operation, reply. Every error goes out through [`reply_err`], which logs
 //! unexpected errnos once at debug level.
 
-pub mod passthrough;
-
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -17,9 +15,9 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 
-use crate::fs::{Caller, Core, Xattr};
-use crate::stats::{Op, Stats};
-use passthrough::{IoModes, Mode, Plan};
+use crate::fs::passthrough::Plan;
+use crate::fs::{Caller, Core, Opened, Xattr};
+use crate::stats::Op;
 
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
 /// filesystem (overlayfs, as in most containers); nothing stacks on boundfs.
@@ -29,7 +27,6 @@ const MAX_STACK_DEPTH: u32 = 2;
 pub struct BoundFs {
     core: Arc<Core>,
     ttl: Duration,
-    io: IoModes<BackingId>,
     /// FUSE_DONT_MASK was negotiated: CREATE, MKDIR and MKNOD carry the
     /// client's umask unapplied (see [`Core::creation_mode`]).
     dont_mask: bool,
@@ -42,7 +39,8 @@ impl BoundFs {
     /// attributes for `ttl`; read-only opens use kernel passthrough when
     /// `passthrough` is set and the kernel and our privileges allow it.
     pub fn new(core: Arc<Core>, ttl: Duration, passthrough: bool) -> Self {
-        BoundFs { core, ttl, io: IoModes::new(passthrough), dont_mask: false, killpriv: false }
+        core.enable_passthrough(passthrough);
+        BoundFs { core, ttl, dont_mask: false, killpriv: false }
     }
 
     /// The mode to create an object with under `parent`: the kernel applied
@@ -51,86 +49,31 @@ impl BoundFs {
         if self.dont_mask { self.core.creation_mode(parent, mode, umask) } else { mode & !umask }
     }
 
-    /// Turns passthrough off after `why`, logging it once.
-    fn no_passthrough(&self, why: &str) {
-        if self.io.disable() {
-            log::warn!("kernel passthrough unavailable ({why}); reads are served by the daemon");
-        }
-    }
-
-    /// Finishes a [`Plan::NeedBacking`]: registers the handle's backing fd
-    /// with the kernel (`open_backing`) and records it for the inode.
-    fn backing_for(
+    /// Finishes an OPEN or CREATE the core planned: registers the handle's
+    /// backing fd with the kernel (`open_backing`) when the plan needs one.
+    /// Returns the file handle, the open flags and the backing id to answer
+    /// with. Errors: ETXTBSY (see [`Core::backing_made`]).
+    fn answer(
         &self,
-        ino: u64,
-        fh: u64,
-        direct: bool,
+        o: Opened,
         open_backing: impl FnOnce(&std::os::fd::OwnedFd) -> std::io::Result<BackingId>,
-    ) -> Plan<BackingId> {
-        let made = match self.core.handle(fh) {
-            Ok(h) => open_backing(&h.fd),
-            Err(_) => Err(std::io::Error::from_raw_os_error(libc::EBADF)),
-        };
-        match made {
-            Ok(id) => {
-                let (id, spare) = self.io.install(ino, id);
-                drop(spare);
-                Plan::Passthrough { id, direct }
+    ) -> Result<(u64, FopenFlags, Option<Arc<BackingId>>), Errno> {
+        let o = match o.plan {
+            Plan::NeedBacking { .. } => {
+                let made = open_backing(&o.handle.fd);
+                self.core.backing_made(o, made)?
             }
-            Err(e) => {
-                self.no_passthrough(&format!("FUSE_DEV_IOC_BACKING_OPEN: {e}"));
-                self.io.abandon(ino, direct)
-            }
-        }
-    }
-
-    /// Plans and, if needed, sets up the I/O mode of a fresh handle opened
-    /// with `flags` (open(2) bits): the open flags to answer and the backing
-    /// id for passthrough. A write-only open gets FOPEN_DIRECT_IO once
-    /// FUSE_HANDLE_KILLPRIV_V2 is negotiated ([`Plan::Direct`]). On `None`
-    /// the handle is closed again and the caller answers ETXTBSY.
-    fn mode_of(
-        &self,
-        ino: u64,
-        fh: u64,
-        flags: i32,
-        open_backing: impl FnOnce(&std::os::fd::OwnedFd) -> std::io::Result<BackingId>,
-    ) -> Option<(FopenFlags, Option<Arc<BackingId>>)> {
-        let planned = if self.killpriv && flags & libc::O_ACCMODE == libc::O_WRONLY {
-            self.io.plan_writer(ino)
-        } else {
-            self.io.plan(ino, read_only(flags))
+            _ => o,
         };
-        let plan = match planned {
-            Plan::NeedBacking { direct } => self.backing_for(ino, fh, direct, open_backing),
-            p => p,
-        };
-        match plan {
+        Ok(match o.plan {
             Plan::Passthrough { id, direct } => {
-                self.io.opened(fh, ino, Mode::Passthrough);
-                Stats::add(&self.core.stats.passthrough_opens, 1);
                 let flags = if direct { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::empty() };
-                Some((flags, Some(id)))
+                (o.fh, flags, Some(id))
             }
-            Plan::Cached => {
-                self.io.opened(fh, ino, Mode::Cached);
-                Some((FopenFlags::empty(), None))
-            }
-            Plan::Direct => {
-                self.io.opened(fh, ino, Mode::Direct);
-                Some((FopenFlags::FOPEN_DIRECT_IO, None))
-            }
-            Plan::Busy | Plan::NeedBacking { .. } => {
-                self.core.release(fh);
-                None
-            }
-        }
+            Plan::Direct => (o.fh, FopenFlags::FOPEN_DIRECT_IO, None),
+            _ => (o.fh, FopenFlags::empty(), None),
+        })
     }
-}
-
-/// Whether an open with `flags` only reads (O_RDONLY without O_TRUNC).
-fn read_only(flags: i32) -> bool {
-    flags & libc::O_ACCMODE == libc::O_RDONLY && flags & libc::O_TRUNC == 0
 }
 
 /// A negative entry: the kernel caches "no such name" for the TTL.
@@ -181,17 +124,20 @@ impl Filesystem for BoundFs {
         // (fs/fuse/file.c, fuse_direct_write_iter); caps go with the daemon's
         // own write to the backing file (the backing filesystem removes them).
         self.killpriv = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2).is_ok();
-        if self.io.enabled() && unsafe { libc::geteuid() } != 0 {
-            // FUSE_DEV_IOC_BACKING_OPEN needs CAP_SYS_ADMIN (fs/fuse/backing.c).
-            self.no_passthrough("not root: registering backing files needs CAP_SYS_ADMIN");
+        if self.killpriv {
+            self.core.allow_direct_writers();
         }
-        if self.io.enabled() {
+        if self.core.passthrough_enabled() && unsafe { libc::geteuid() } != 0 {
+            // FUSE_DEV_IOC_BACKING_OPEN needs CAP_SYS_ADMIN (fs/fuse/backing.c).
+            self.core.no_passthrough("not root: registering backing files needs CAP_SYS_ADMIN");
+        }
+        if self.core.passthrough_enabled() {
             let ok = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
                 && config.set_max_stack_depth(MAX_STACK_DEPTH).is_ok();
             if ok {
                 log::info!("kernel passthrough on for read-only opens");
             } else {
-                self.no_passthrough("the kernel does not offer FUSE_PASSTHROUGH; Linux >= 6.9 is needed");
+                self.core.no_passthrough("the kernel does not offer FUSE_PASSTHROUGH; Linux >= 6.9 is needed");
             }
         }
         Ok(())
@@ -326,14 +272,11 @@ impl Filesystem for BoundFs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.core.stats.requests.count(Op::Open);
-        let fh = match self.core.open(ino, flags.0) {
-            Ok(fh) => fh,
-            Err(e) => return reply_err!(reply, "open", e),
-        };
-        match self.mode_of(ino.0, fh, flags.0, |fd| reply.open_backing(fd)) {
-            Some((f, Some(id))) => reply.opened_passthrough(FileHandle(fh), f, &id),
-            Some((f, None)) => reply.opened(FileHandle(fh), f),
-            None => reply.error(Errno::ETXTBSY),
+        let answer = self.core.open(ino, flags.0).and_then(|o| self.answer(o, |fd| reply.open_backing(fd)));
+        match answer {
+            Ok((fh, f, Some(id))) => reply.opened_passthrough(FileHandle(fh), f, &id),
+            Ok((fh, f, None)) => reply.opened(FileHandle(fh), f),
+            Err(e) => reply_err!(reply, "open", e),
         }
     }
 
@@ -375,11 +318,17 @@ impl Filesystem for BoundFs {
         }
     }
 
-    /// FLUSH has nothing to do (every write already reached BACKING); ENOSYS
-    /// tells the kernel never to send it again, saving a round trip per close.
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    /// FLUSH: on a local BACKING nothing to do (every write already reached
+    /// it); ENOSYS tells the kernel never to send it again, saving a round
+    /// trip per close. Where BACKING commits at close (`flush`), the backing
+    /// file is flushed first (see `Core::flush`).
+    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
         self.core.stats.requests.count(Op::Flush);
-        reply.error(Errno::ENOSYS);
+        match self.core.flush(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) if e == Errno::ENOSYS => reply.error(e),
+            Err(e) => reply_err!(reply, "flush", e),
+        }
     }
 
     /// IOCTL: none is supported; ENOTTY is what isatty() (Python's open()
@@ -410,8 +359,7 @@ impl Filesystem for BoundFs {
         reply: ReplyEmpty,
     ) {
         self.core.stats.requests.count(Op::Release);
-        let backing = self.io.release(fh.0);
-        self.core.release(fh.0);
+        let backing = self.core.release(fh.0);
         reply.ok();
         drop(backing);
     }
@@ -457,7 +405,7 @@ impl Filesystem for BoundFs {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         self.core.stats.requests.count(Op::Statfs);
         match self.core.statfs() {
-            Ok(s) => reply.statfs(s.blocks, s.bfree, s.bfree, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
+            Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
             Err(e) => reply_err!(reply, "statfs", e),
         }
     }
@@ -524,15 +472,15 @@ impl Filesystem for BoundFs {
         reply: ReplyCreate,
     ) {
         self.core.stats.requests.count(Op::Create);
-        let (a, fh) = match self.core.create(parent, name, self.creation_mode(parent, mode, umask), flags, who(req)) {
-            Ok(r) => r,
-            Err(e) => return reply_err!(reply, "create", e),
-        };
+        let answer = self
+            .core
+            .create(parent, name, self.creation_mode(parent, mode, umask), flags, who(req))
+            .and_then(|(a, o)| Ok((a, self.answer(o, |fd| reply.open_backing(fd))?)));
         let (ttl, g) = (&self.ttl, Generation(0));
-        match self.mode_of(a.ino.0, fh, flags, |fd| reply.open_backing(fd)) {
-            Some((f, Some(id))) => reply.created_passthrough(ttl, &a, g, FileHandle(fh), f, &id),
-            Some((f, None)) => reply.created(ttl, &a, g, FileHandle(fh), f),
-            None => reply.error(Errno::ETXTBSY),
+        match answer {
+            Ok((a, (fh, f, Some(id)))) => reply.created_passthrough(ttl, &a, g, FileHandle(fh), f, &id),
+            Ok((a, (fh, f, None))) => reply.created(ttl, &a, g, FileHandle(fh), f),
+            Err(e) => reply_err!(reply, "create", e),
         }
     }
 

@@ -17,6 +17,27 @@ impl Ledger {
         self.entries.iter().filter(|(_, e)| e.state == State::Live && e.opens == 0).map(|(k, _)| *k).collect()
     }
 
+    /// Bytes of usage that are not block files (regular files matching no
+    /// pattern, directories, symlinks …): what eviction can never free. O(index).
+    pub fn nonblock_bytes(&self) -> u64 {
+        self.entries.iter().filter(|(_, e)| !e.block).map(|(_, e)| e.size).sum()
+    }
+
+    /// Whether a live block file the ledger counts has a path whose first
+    /// component is one of `names` (top entries of BACKING removed behind
+    /// the daemon: see `crate::workers::watch`). O(index), no allocation.
+    pub fn counts_blocks_under(&self, names: &std::collections::HashSet<std::ffi::OsString>) -> bool {
+        !names.is_empty()
+            && self.entries.iter().any(|(_, e)| {
+                e.state == State::Live
+                    && e.block
+                    && e.path
+                        .as_deref()
+                        .and_then(|p| p.components().next())
+                        .is_some_and(|c| names.contains(c.as_os_str()))
+            })
+    }
+
     /// The entry's path, for a key that is live with no open handle (what a
     /// reconcile pass may drop), else None.
     pub fn unused_path(&self, key: &FileKey) -> Option<Option<PathBuf>> {

@@ -16,6 +16,7 @@ pub mod table;
 
 use crate::key::FileKey;
 pub use entry::{Entry, Kind, State};
+use policy::Policy;
 use table::Table;
 
 /// Why a reservation could not be granted: the bytes missing.
@@ -55,7 +56,8 @@ pub struct Ledger {
     reserved: u64,
     /// Bytes of the entries in the LRU list (what eviction could free now).
     lru_bytes: u64,
-    max_size: u64,
+    /// The budget and its watermarks: the one home of `max_size`.
+    policy: Policy,
     block_files: u64,
     open_handles: u64,
     dirs: u64,
@@ -77,14 +79,24 @@ pub enum Refused {
 }
 
 impl Ledger {
-    /// An empty ledger for a budget of `max_size` bytes.
+    /// An empty ledger for a budget of `max_size` bytes, with the default
+    /// watermarks (`config::DEFAULT_HIGH_WATERMARK`, `DEFAULT_LOW_WATERMARK`).
     pub fn new(max_size: u64) -> Self {
+        Ledger::with_policy(Policy {
+            max_size,
+            high_watermark: crate::config::DEFAULT_HIGH_WATERMARK,
+            low_watermark: crate::config::DEFAULT_LOW_WATERMARK,
+        })
+    }
+
+    /// An empty ledger for the budget and watermarks of `policy`.
+    pub fn with_policy(policy: Policy) -> Self {
         Ledger {
             entries: Table::default(),
             usage: 0,
             reserved: 0,
             lru_bytes: 0,
-            max_size,
+            policy,
             block_files: 0,
             open_handles: 0,
             dirs: 0,
@@ -145,12 +157,34 @@ impl Ledger {
 
     /// The budget in bytes.
     pub fn max_size(&self) -> u64 {
-        self.max_size
+        self.policy.max_size
     }
 
-    /// Changes the budget (bytes); the caller wakes the evictor.
-    pub fn set_max_size(&mut self, max_size: u64) {
-        self.max_size = max_size;
+    /// The budget and its watermarks (a copy).
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Replaces the budget and watermarks.
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.policy = policy;
+    }
+
+    /// Changes the budget (bytes), keeping the watermark fractions; returns
+    /// the old budget. The caller wakes the evictor.
+    pub fn set_max_size(&mut self, max_size: u64) -> u64 {
+        std::mem::replace(&mut self.policy.max_size, max_size)
+    }
+
+    /// Whether committed bytes are above the high watermark, so the
+    /// background evictor should run.
+    pub fn should_wake(&self) -> bool {
+        self.policy.should_wake(self.committed())
+    }
+
+    /// Bytes the background evictor should free to reach the low watermark.
+    pub fn excess(&self) -> u64 {
+        self.policy.excess(self.committed())
     }
 
     /// Bytes of the backing tree as indexed.
@@ -419,8 +453,8 @@ impl Ledger {
     /// when `committed() + bytes` would pass the budget.
     pub fn reserve(&mut self, bytes: u64) -> Result<(), Shortfall> {
         let after = self.committed().saturating_add(bytes);
-        if after > self.max_size {
-            return Err(Shortfall(after - self.max_size));
+        if after > self.policy.max_size {
+            return Err(Shortfall(after - self.policy.max_size));
         }
         self.reserved += bytes;
         Ok(())
@@ -432,7 +466,7 @@ impl Ledger {
         let Some(bound) = self.indexing_bound else {
             return self.reserve(bytes).map_err(|s| Refused::Short(s.0));
         };
-        if bound.saturating_add(bytes) > self.max_size {
+        if bound.saturating_add(bytes) > self.policy.max_size {
             return Err(Refused::Indexing);
         }
         self.indexing_bound = Some(bound + bytes);

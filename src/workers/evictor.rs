@@ -38,7 +38,7 @@ impl SweepLog {
             return;
         }
         let (usage, c) = {
-            let l = core.ledger.lock();
+            let l = core.accounts().lock();
             (l.usage(), l.counts())
         };
         let what = if sweeps == 1 { "eviction sweep:".to_string() } else { format!("eviction, {sweeps} sweeps:") };
@@ -65,22 +65,15 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         }
     }
     loop {
-        {
-            let (m, cv) = &core.evict_wake;
-            let mut pending = m.lock();
-            if !*pending {
-                cv.wait_for(&mut pending, Duration::from_secs(1));
-            }
-            *pending = false;
-        }
+        core.evictor_wait(Duration::from_secs(1));
         if stop() {
             sweeps.last = None;
             sweeps.flush(&core);
             return;
         }
         core.reap_empty_dirs();
-        let committed = core.ledger.lock().committed();
-        if !core.policy().should_wake(committed) {
+        if !core.accounts().should_wake() {
+            core.unevictable.clear();
             sweeps.flush(&core);
             continue;
         }
@@ -88,8 +81,11 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         let st = &core.stats;
         let counters = [&st.evictions, &st.evicted_bytes, &st.evict_skipped, &st.evict_skipped_open];
         let before = counters.map(Stats::get);
+        // Non-block usage alone above the high watermark: the low one can't
+        // be reached; evict only what max_size itself needs (see fs/unevictable.rs).
+        let stuck = core.unevictable.over_high(&core);
         loop {
-            let excess = core.policy().excess(core.ledger.lock().committed());
+            let excess = if stuck { core.accounts().over_max() } else { core.accounts().excess() };
             if excess == 0 || core.evict(excess, true) == 0 || stop() {
                 break;
             }

@@ -148,7 +148,7 @@ impl Reconciler {
     /// One reconcile pass over `core`'s BACKING (see the module docs).
     pub fn pass(&mut self, core: &Core) -> PassReport {
         let mut snapshot = {
-            let l = core.ledger.lock();
+            let l = core.accounts().lock();
             if l.indexing() {
                 // The start-up index is still being built: it will count
                 // everything; a pass now would only race it.
@@ -180,7 +180,7 @@ impl Reconciler {
         for f in &w.new {
             if let Some((size, dkey)) = verify(core, f.key, &f.path) {
                 // Like the start-up index, only block files keep a path (memory).
-                if core.ledger.lock().adopt(f.key, size, f.block, f.block.then(|| f.path.clone())) {
+                if core.accounts().lock().adopt(f.key, size, f.block, f.block.then(|| f.path.clone())) {
                     r.adopted += 1;
                     r.adopted_bytes += size;
                     if f.block {
@@ -192,18 +192,20 @@ impl Reconciler {
             }
         }
         if !placed.is_empty() {
-            core.ledger.lock().place_by_mtime(&placed, seen);
+            core.accounts().lock().place_by_mtime(&placed, seen);
         }
         for (key, path) in &w.resize {
             let Some(size) = stat_beneath(core, *key, path) else { continue };
-            let mut l = core.ledger.lock();
+            let mut l = core.accounts().lock();
             if l.get(key).is_some_and(|e| e.size != size) {
                 l.set_size(*key, size);
                 r.resized += 1;
             }
         }
         for (key, path, block) in &w.restore {
-            if stat_beneath(core, *key, path).is_some() && core.ledger.lock().restore_path(*key, path.clone(), *block) {
+            if stat_beneath(core, *key, path).is_some()
+                && core.accounts().lock().restore_path(*key, path.clone(), *block)
+            {
                 r.restored += 1;
             }
         }
@@ -224,7 +226,7 @@ impl Reconciler {
     /// Drops `key` (not seen by the walk) if its file is really gone.
     /// Returns the bytes dropped, or None when it was kept.
     fn drop_if_gone(&self, core: &Core, key: FileKey, missed_now: &mut HashSet<FileKey>) -> Option<u64> {
-        let path = core.ledger.lock().unused_path(&key)?;
+        let path = core.accounts().lock().unused_path(&key)?;
         let Some(rel) = path else {
             // No name to check: gone if the kernel's fd says so, or if two
             // passes in a row did not see it.
@@ -307,7 +309,7 @@ impl Reconciler {
     }
 
     fn classify(&self, core: &Core, w: &mut Walk, cutoff: Option<i128>, objs: Vec<(libc::stat, PathBuf)>) {
-        let l = core.ledger.lock();
+        let l = core.accounts().lock();
         for (st, path) in objs {
             w.objects += 1;
             let (key, size, mtime) = (key_of(&st), sys::allocated(&st), mtime_ns(&st));
@@ -337,7 +339,7 @@ impl Reconciler {
 /// [`Ledger::drop_unused`](crate::ledger::Ledger::drop_unused) if the
 /// entry still has the path the check was made on. Returns the bytes dropped.
 fn drop_unused_at(core: &Core, key: FileKey, rel: Option<&Path>) -> Option<u64> {
-    let mut l = core.ledger.lock();
+    let mut l = core.accounts().lock();
     if l.unused_path(&key)?.as_deref() != rel {
         return None;
     }
@@ -384,7 +386,7 @@ fn remove_stale(core: &Core, key: FileKey, rel: &Path, cutoff: i128) -> Option<u
     if key_of(&st) != key || !regular || st.st_nlink != 1 || mtime_ns(&st) >= cutoff {
         return None;
     }
-    if !core.ledger.lock().begin_remove(key, sys::allocated(&st)) {
+    if !core.accounts().lock().begin_remove(key, sys::allocated(&st)) {
         return None;
     }
     // As eviction does: the kernel may still hold the inode, so free the bytes first.
@@ -392,13 +394,13 @@ fn remove_stale(core: &Core, key: FileKey, rel: &Path, cutoff: i128) -> Option<u
         let _ = sys::ftruncate(fd.as_raw_fd(), 0);
     }
     let freed = match sys::unlinkat(p.dir.as_fd(), &p.c, 0) {
-        Ok(()) => core.ledger.lock().finish_evict(key),
+        Ok(()) => core.accounts().lock().finish_evict(key),
         Err(e) if e == Errno::ENOENT => {
-            core.ledger.lock().finish_evict(key);
+            core.accounts().lock().finish_evict(key);
             return None;
         }
         Err(e) => {
-            core.ledger.lock().abort_evict(key);
+            core.accounts().lock().abort_evict(key);
             log::warn!("could not remove stale temporary {}: {e:?}; keeping it", rel.display());
             return None;
         }
@@ -418,12 +420,20 @@ pub const REQUEST_MIN_GAP: Duration = Duration::from_secs(5);
 /// The reconcile thread: one pass every `interval`, or sooner when asked
 /// through `core.reconcile`, until stopped.
 pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
-    while !core.reconcile.sleep(interval, REQUEST_MIN_GAP) {
+    // No pass has run yet: the first request is served at once.
+    let mut gap = Duration::ZERO;
+    while !core.reconcile.sleep(interval, gap) {
+        gap = REQUEST_MIN_GAP;
         let t0 = Instant::now();
         let r = rec.pass(&core);
         Stats::add(&core.stats.reconciles, 1);
         Stats::add(&core.stats.reconcile_fixes, r.adopted + r.dropped + r.resized + r.restored);
         Stats::add(&core.stats.stale_tmp_removed, r.stale_removed);
+        // One guard, dropped before the message: the ledger lock is not reentrant.
+        let (usage, max_size) = {
+            let l = core.accounts().lock();
+            (l.usage(), l.max_size())
+        };
         let msg = format!(
             "reconcile: {} objects in {:.3}s; adopted {} ({} bytes), dropped {} ({} bytes), resized {}, \
              renamed {}, stale temporaries removed {} ({} bytes), unreadable dirs {}; usage now {} of {}",
@@ -438,8 +448,8 @@ pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
             r.stale_removed,
             r.stale_bytes,
             r.unreadable,
-            core.ledger.lock().usage(),
-            core.policy().max_size,
+            usage,
+            max_size,
         );
         if r.changed() {
             log::info!("{msg}");

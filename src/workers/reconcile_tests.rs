@@ -26,7 +26,7 @@ fn set_age(p: &Path, secs_ago: u64) {
 }
 
 fn victims(c: &Core) -> Vec<String> {
-    let mut l = c.ledger.lock();
+    let mut l = c.accounts().lock();
     std::iter::from_fn(|| l.take_victim().map(|(_, p)| p.display().to_string())).collect()
 }
 
@@ -40,16 +40,16 @@ fn files_added_and_removed_behind_the_daemon_are_counted_again() {
     std::fs::write(d.path().join("ext/cfg.json"), b"{}").unwrap();
     std::fs::write(d.path().join("gone.json"), [3u8; 8192]).unwrap();
     std::fs::remove_file(d.path().join("mine.bin")).unwrap();
-    assert_ne!(c.ledger.lock().usage(), du(d.path()));
+    assert_ne!(c.accounts().lock().usage(), du(d.path()));
     let mut rec = Reconciler::new(HOUR);
     let r = rec.pass(&c);
     assert_eq!((r.adopted, r.dropped), (4, 1), "{r:?}");
-    assert_eq!(c.ledger.lock().usage(), du(d.path()));
+    assert_eq!(c.accounts().lock().usage(), du(d.path()));
     // a file that is not a block keeps no path: gone for two passes in a row, it goes
     std::fs::remove_file(d.path().join("gone.json")).unwrap();
     assert_eq!(rec.pass(&c).dropped, 0);
     assert_eq!(rec.pass(&c).dropped, 1);
-    assert_eq!(c.ledger.lock().usage(), du(d.path()));
+    assert_eq!(c.accounts().lock().usage(), du(d.path()));
     // the adopted block is evictable, the other files are not
     assert_eq!(victims(&c), vec!["ext/a.bin".to_string()]);
     // a further pass finds nothing to do
@@ -65,7 +65,7 @@ fn a_size_changed_behind_the_daemon_is_corrected() {
     std::fs::write(d.path().join("k.bin"), vec![3u8; 256 << 10]).unwrap();
     let r = Reconciler::new(HOUR).pass(&c);
     assert_eq!(r.resized, 1, "{r:?}");
-    assert_eq!(c.ledger.lock().usage(), du(d.path()));
+    assert_eq!(c.accounts().lock().usage(), du(d.path()));
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn stale_temporaries_go_unless_open_fresh_linked_or_not_regular() {
     }
     let c = core(p, 1 << 30);
     let ino = c.lookup(ROOT, OsStr::new("open.tmp")).unwrap().ino;
-    let fh = c.open(ino, libc::O_RDONLY).unwrap();
+    let fh = c.open(ino, libc::O_RDONLY).unwrap().fh;
     let r = Reconciler::new(HOUR).pass(&c);
     assert_eq!(r.stale_removed, 2, "{r:?}");
     for gone in ["a.bin_1f2e.tmp", "h.bin.tmp.12.34.5678"] {
@@ -113,7 +113,7 @@ fn stale_temporaries_go_unless_open_fresh_linked_or_not_regular() {
     }
     assert!(p.join("link.tmp").symlink_metadata().is_ok(), "a symlink is never removed as a temporary");
     assert_eq!(std::fs::read(outside.path().join("target.tmp")).unwrap(), b"outside");
-    assert_eq!(c.ledger.lock().usage(), du(p));
+    assert_eq!(c.accounts().lock().usage(), du(p));
     // the open one goes once closed, by a later pass
     c.release(fh);
     assert_eq!(Reconciler::new(HOUR).pass(&c).stale_removed, 1);
@@ -133,18 +133,18 @@ fn an_open_file_unlinked_behind_the_daemon_stays_counted_until_closed() {
     let c = core(d.path(), 1 << 30);
     store(&c, "k.bin", &[1u8; 64 << 10]);
     let ino = c.lookup(ROOT, OsStr::new("k.bin")).unwrap().ino;
-    let fh = c.open(ino, libc::O_RDONLY).unwrap();
-    let before = c.ledger.lock().usage();
+    let fh = c.open(ino, libc::O_RDONLY).unwrap().fh;
+    let before = c.accounts().lock().usage();
     std::fs::remove_file(d.path().join("k.bin")).unwrap();
     let r = Reconciler::new(HOUR).pass(&c);
     assert_eq!(r.dropped, 0, "an entry with an open handle is never dropped");
-    assert_eq!(c.ledger.lock().usage(), before);
+    assert_eq!(c.accounts().lock().usage(), before);
     assert_eq!(c.read(fh, 0, 4).unwrap(), vec![1u8; 4]);
     c.release(fh);
     // closed: its kernel-held inode has no link left, so the next pass drops it
     let r = Reconciler::new(HOUR).pass(&c);
     assert_eq!(r.dropped, 1, "{r:?}");
-    assert_eq!(c.ledger.lock().usage(), du(d.path()));
+    assert_eq!(c.accounts().lock().usage(), du(d.path()));
 }
 
 #[test]
@@ -164,5 +164,5 @@ fn a_directory_swapped_for_a_symlink_is_not_walked() {
     // it goes once two passes in a row did not see it
     assert_eq!(rec.pass(&c).stale_removed, 0);
     assert!(outside.path().join("y.tmp").exists());
-    assert_eq!(c.ledger.lock().usage(), du(d.path()), "the outside files are not counted");
+    assert_eq!(c.accounts().lock().usage(), du(d.path()), "the outside files are not counted");
 }

@@ -182,12 +182,12 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
     walk(root, &mut r, |dir, dkey, rel, names| {
         let _stripe = core.dirlocks.lock(&[dkey]);
         let found = stat_chunk(dir, rel, names, &core.matcher);
-        record(&mut core.ledger.lock(), found, stamped_after, &mut report, &mut order);
+        record(&mut core.accounts().lock(), found, stamped_after, &mut report, &mut order);
         !stop()
     });
     let keys = newest_first(order);
     for chunk in keys.chunks(4096) {
-        core.ledger.lock().order_indexed(chunk);
+        core.accounts().lock().order_indexed(chunk);
     }
     report.unreadable = r.unreadable;
     report.seconds = t0.elapsed().as_secs_f64();

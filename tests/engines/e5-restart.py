@@ -66,8 +66,11 @@ def main(m):
     m.stop()
     du = m.du()
 
-    m.start(MAX)
-    s2 = m.stats()                                   # the first request of the new mount
+    m.start(MAX, wait_index=False)
+    s0 = m.stats()                                   # the first request of the new mount
+    check(s0["usage"] >= len(keys) * BLOCK, "at the first request usage is %d: stored blocks not counted" % s0["usage"])
+    m.wait_indexed()                                 # exact from here on (an upper bound before)
+    s2 = m.stats()
     total, used, _ = m.statfs()
     log("usage before restart %d, after %d (du %d, statfs used %d)" % (s1["usage"], s2["usage"], du, used))
     check(s2["usage"] >= len(keys) * BLOCK, "after restart usage is %d: stored blocks not counted" % s2["usage"])

@@ -141,9 +141,10 @@ class Mount:
         self.high = self.low = None
 
     # -------------------------------------------------------------- daemon
-    def start(self, max_size, extra=""):
+    def start(self, max_size, extra="", wait_index=True):
         """Start the daemon with `-o max_size=<bytes>[,extra]` and wait (10 s
-        at most) until it is mounted."""
+        at most) until it is mounted, then (unless `wait_index` is false) until
+        its start-up index is complete (30 s at most)."""
         check(self.proc is None, "start: a daemon is already running")
         opts = "max_size=%d" % max_size + ("," + extra if extra else "")
         logpath = os.path.join(self.tmp, "daemon.%d.log" % (len(self.logs) + 1))
@@ -163,10 +164,17 @@ class Mount:
             check(time.monotonic() < deadline, "not mounted within 10 s (-o %s)" % opts)
             time.sleep(0.02)
         self.max_size = max_size
+        if wait_index:
+            self.wait_indexed()
         s = self.stats()
         self.high = int(max_size * float(s["high_watermark"]))
         self.low = int(max_size * float(s["low_watermark"]))
         log("mounted -o %s" % opts)
+
+    def wait_indexed(self):
+        """The start-up index runs in the background; until it is complete
+        usage is an upper bound. Waits (30 s at most) for it."""
+        poll(lambda: not self.stats().get("indexing"), 30, "the start-up index to complete")
 
     def stop(self):
         """umount MNT; the daemon must exit 0 within 10 s."""
@@ -221,7 +229,12 @@ class Mount:
 
     def du(self):
         """Bytes BACKING occupies, as `du -s --block-size=1` counts them."""
-        r = subprocess.run(["du", "-s", "--block-size=1", self.backing], capture_output=True, text=True)
+        # du fails when a directory it is about to enter is removed meanwhile
+        # (eviction reaps emptied directories): walk again, a few times
+        for _ in range(5):
+            r = subprocess.run(["du", "-s", "--block-size=1", self.backing], capture_output=True, text=True)
+            if r.returncode == 0 or "No such file or directory" not in r.stderr:
+                break
         check(r.returncode == 0, "du failed: %s" % r.stderr.strip())
         return int(r.stdout.split()[0])
 

@@ -45,6 +45,17 @@ for s in "1G:1073741824" "512MiB:536870912" "100M:104857600"; do
     bfs_unmount
 done
 
+# the atime family is applied: the mount shows what was asked (the kernel's
+# default is relatime; last of atime/relatime/noatime/strictatime wins)
+mount_opts() { awk -v d="$MNT" '$5 == d { print $6 }' /proc/self/mountinfo; }
+for c in ":relatime" "noatime:noatime" "noatime,relatime:relatime" "strictatime:" "noatime,nodiratime:noatime,nodiratime"; do
+    opt=${c%%:*}; want=${c#*:}
+    bfs_mount "max_size=64M${opt:+,$opt}"
+    got=$(mount_opts | tr ',' '\n' | grep -E '^(no|rel)atime$|^nodiratime$' | paste -sd,)
+    assert_eq "$want" "$got" "atime flags of a mount with -o '$opt' ($(mount_opts))"
+    bfs_unmount
+done
+
 # a dead daemon must not hang clients
 bfs_mount max_size=64M
 kill -KILL "$BFS_DPID"; wait "$BFS_DPID" 2>/dev/null; BFS_DPID=""

@@ -121,6 +121,19 @@ unknown long flag             | -f "$B" "$M" -o "$OK" --bogus
 long flag with underscore     | -f "$B" "$M" --max_size 64M
 -f twice                      | -f -f "$B" "$M" -o "$OK"
 extra positional argument     | -f "$B" "$M" extra -o "$OK"
+max_size decimal unit 10GB    | -f "$B" "$M" -o max_size=10GB
+max_size lowercase 10g        | -f "$B" "$M" -o max_size=10g
+max_size lowercase 10gb       | -f "$B" "$M" -o max_size=10gb
+max_size decimal unit 64MB    | -f "$B" "$M" -o max_size=64MB
+max_size decimal unit 10kB    | -f "$B" "$M" -o max_size=10kB
+max_size fraction of a byte   | -f "$B" "$M" -o max_size=1048576.5
+--max-size lowercase 64m      | -f "$B" "$M" --max-size 64m
+pattern without wildcard      | -f "$B" "$M" -o "$OK,pattern=bin"
+--pattern without wildcard    | -f "$B" "$M" -o "$OK" --pattern kv.pt
+log_file is a directory       | -f "$B" "$M" -o "$OK,log_file=$BFS_TMP"
+log_file directory missing    | -f "$B" "$M" -o "$OK,log_file=$BFS_TMP/nope/b.log"
+log_file inside backing       | -f "$B" "$M" -o "$OK,log_file=$B/b.log"
+log_file empty                | -f "$B" "$M" -o "$OK,log_file="
 TABLE
 )
 
@@ -168,7 +181,18 @@ done <<< "$CASES"
 log "$n bad-input cases, $failures wrong"
 [ "$failures" -eq 0 ] || fail "$failures of $n bad-input cases were not rejected properly"
 
-# and the boundary values that are valid still mount
+# and the boundary values that are valid still mount; sizes are powers of
+# 1024 with fractions; a non-empty mountpoint is warned about (one line)
+bfs_mount max_size=1.5G
+assert_eq $((3 << 29)) "$(stats_field max_size)" "max_size=1.5G in bytes"
+grep -qx "boundfs: warning: mountpoint $M is not empty (inner2): hidden while boundfs is mounted over it" "$BFS_LOG" ||
+    fail "no warning about the non-empty mountpoint: $(cat "$BFS_LOG")"
+bfs_unmount
+rmdir "$M/inner2"
+bfs_mount max_size=64MiB
+assert_eq $((64 << 20)) "$(stats_field max_size)" "max_size=64MiB in bytes"
+! grep -q "warning: mountpoint" "$BFS_LOG" || fail "warned about an empty mountpoint"
+bfs_unmount
 bfs_mount max_size=64M,high_watermark=1,low_watermark=0.99
 bfs_unmount
 bfs_mount max_size=1M,high_watermark=0.01,low_watermark=0.005

@@ -34,7 +34,7 @@ bfs_bg "$holder"
 # (mkdir takes the directory's lock, then asks the daemon about the name)
 waiting() { [ "$(cat "/proc/$holder/wchan" 2>/dev/null)" = request_wait_answer ]; }
 poll_until 10 "mkdir waiting on the stopped daemon, holding $INNER's lock" waiting
-bfs_start_reaped "$BOUNDFS" "$IB" "$INNER" -o max_size=64M
+bfs_start_reaped "$BOUNDFS" "$IB" "$INNER" -o "max_size=64M,log_file=$BFS_TMP/inner.log"
 in_mount() {
     local p
     for p in $(bfs_descendants "$BFS_CMD"); do
@@ -52,7 +52,7 @@ assert_eq 0 "$BFS_CMD_RC" "daemon-mode exit status"
 [ -n "$BFS_DAEMON" ] || fail "no daemon left serving the mount"
 wait "$holder" || fail "mkdir in the outer mount"
 log "daemon mode: waited while its daemon was blocked in mount(2), returned with the mount live"
-MNT=$INNER; BACKING=$IB
+MNT=$INNER; BACKING=$IB; BFS_LOG="$BFS_TMP/inner.log"
 
 # ---- SIGUSR1 logs the status once
 kill -USR1 "$BFS_DAEMON"
@@ -72,8 +72,9 @@ bfs_unmount
 
 # ---- busy mount: lazy detach with a log line, served until the last close
 echo data >"$BACKING/f.bin"
-bfs_run_reaped "$BOUNDFS" "$BACKING" "$MNT" -o max_size=64M
+bfs_run_reaped "$BOUNDFS" "$BACKING" "$MNT" -o "max_size=64M,log_file=$BFS_TMP/busy.log"
 assert_eq 0 "$BFS_CMD_RC" "daemon-mode exit status"
+BFS_LOG="$BFS_TMP/busy.log"
 exec {held}<"$MNT/f.bin"
 kill -TERM "$BFS_DAEMON"
 poll_until 5 "lazy-detach log line" grep -q "detaching lazily" "$BFS_LOG"
@@ -85,7 +86,8 @@ bfs_expect_daemon_exit 0 "after the last close of a lazily detached mount"
 log "busy mount: detached lazily, served until the last close, exit 0"
 
 # ---- second signal exits at once
-bfs_run_reaped "$BOUNDFS" "$BACKING" "$MNT" -o max_size=64M
+bfs_run_reaped "$BOUNDFS" "$BACKING" "$MNT" -o "max_size=64M,log_file=$BFS_TMP/second.log"
+BFS_LOG="$BFS_TMP/second.log"
 exec {held}<"$MNT/f.bin"
 kill -TERM "$BFS_DAEMON"
 poll_until 5 "lazy-detach log line" grep -q "detaching lazily" "$BFS_LOG"
@@ -107,6 +109,42 @@ grep -q "boundfs: error: mount at $MNT failed" "$BFS_LOG" || fail "no reason on 
 ! bfs_is_mounted "$MNT" || fail "mounted although the command failed"
 bfs_daemon_exit 1
 log "refused mount: $(grep 'boundfs: error' "$BFS_LOG" | head -n 1)"
+
+# ---- detached completely: a caller capturing the output gets end-of-file
+# once the mount is live. The daemon keeps none of the caller's stdio:
+# fds 0-2 on /dev/null, or stderr on log_file. (Before, it kept a piped
+# stderr, and out=$(boundfs ...) blocked until unmount.)
+gone() { [ ! -e "/proc/$1" ] || bfs_process_done "$1"; }
+json_pid() { "$BOUNDFS" status "$MNT" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["pid"])'; }
+( out=$("$BOUNDFS" "$BACKING" "$MNT" -o max_size=10M 2>&1); echo "$? [$out]" >"$BFS_TMP/captured" ) &
+cap=$!; bfs_bg "$cap"
+bfs_wait_exit "$cap" 20 || fail "out=\$(boundfs ... 2>&1) did not return while the daemon serves"
+assert_eq "0 []" "$(cat "$BFS_TMP/captured")" "exit status and output captured from boundfs"
+bfs_is_mounted "$MNT" fuse.boundfs || fail "not mounted after the captured command returned"
+dpid=$(json_pid) || fail "boundfs status --json gave no pid"
+for fd in 0 1 2; do
+    assert_eq /dev/null "$(readlink "/proc/$dpid/fd/$fd")" "daemon's fd $fd"
+done
+umount "$MNT" || fail "umount"
+poll_until 10 "daemon $dpid to exit after umount" gone "$dpid"
+log "out=\$(boundfs ... 2>&1): returned at once with the mount live; daemon fds 0-2 on /dev/null"
+
+cat >"$BFS_TMP/cap.py" <<'PY'
+import subprocess, sys
+p = subprocess.run(sys.argv[1:], capture_output=True, timeout=20)
+print(p.returncode, len(p.stdout), len(p.stderr))
+PY
+r=$($PY "$BFS_TMP/cap.py" "$BOUNDFS" "$BACKING" "$MNT" -o "max_size=10M,log_file=$BFS_TMP/captured.log") ||
+    fail "subprocess.run(capture_output=True) did not return: $r"
+assert_eq "0 0 0" "$r" "subprocess.run: exit status, stdout and stderr bytes"
+dpid=$(json_pid)
+assert_eq "$BFS_TMP/captured.log" "$(readlink "/proc/$dpid/fd/2")" "daemon's stderr with log_file"
+grep -q "mounted $BACKING at $MNT" "$BFS_TMP/captured.log" || fail "no 'mounted' line in log_file"
+kill -USR1 "$dpid"
+poll_until 5 "status line in log_file after SIGUSR1" grep -q 'status {"version"' "$BFS_TMP/captured.log"
+umount "$MNT" || fail "umount"
+poll_until 10 "daemon $dpid to exit after umount" gone "$dpid"
+log "subprocess.run(capture_output=True): returned at once; log lines in log_file"
 
 # ---- NOTIFY_SOCKET: foreground, READY=1 once live, STOPPING=1 on shutdown
 sock="@boundfs-test-$$-$RANDOM"

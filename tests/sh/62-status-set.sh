@@ -44,6 +44,18 @@ done
 grep -q "of 128.0 MiB  \[#" <<<"$table" || fail "usage row lacks max_size and the bar"
 grep -q "high 115.2 MiB (90%), low 102.4 MiB (80%)" <<<"$table" || fail "watermarks row"
 
+# ---- the daemon's pid and absolute paths, also when given a relative path
+grep -qx "daemon       pid $BFS_DPID" <<<"$table" || fail "status table lacks 'daemon pid $BFS_DPID'"
+rel=$(cd "$BFS_TMP" && "$BOUNDFS" status mnt) || fail "boundfs status with a relative path"
+grep -qx "mount        $BACKING on $MNT (boundfs .*)" <<<"$rel" || fail "mount row not absolute: $(head -n 1 <<<"$rel")"
+j=$(cd "$BFS_TMP" && "$BOUNDFS" status ./mnt --json)
+assert_eq "$BFS_DPID" "$(json_get "$j" pid)" "status --json pid"
+assert_eq "$MNT" "$(json_get "$j" mountpoint)" "status --json mountpoint (absolute)"
+assert_eq "$BACKING" "$(json_get "$j" backing)" "status --json backing"
+for cmd in status set; do
+    "$BOUNDFS" "$cmd" --help | grep -q "^Usage: boundfs $cmd " || fail "boundfs $cmd --help: $("$BOUNDFS" "$cmd" --help | grep Usage)"
+done
+
 # ---- hits and misses: opens of blocks vs lookups of missing block names
 # (creating a block looked its name up first: those count as misses too)
 o0=$(stats_field block_opens); m0=$(stats_field lookup_misses)

@@ -33,7 +33,15 @@ assert_eq /opt/bfs/bin/boundfs "$(readlink "$ROOT/sbin/mount.fuse.boundfs")" "un
 DESTDIR=$ROOT PREFIX=/opt/bfs "$BFS_REPO/scripts/install.sh" --uninstall >/dev/null || fail "uninstall PREFIX=/opt/bfs"
 left=$(find "$ROOT" ! -type d)
 assert_eq "" "$left" "files left after --uninstall"
-log "install.sh: installs, idempotent, PREFIX honoured, --uninstall leaves nothing"
+# the directories it made go too, once empty; those that were there stay
+R2="$BFS_TMP/root2"; mkdir -p "$R2/usr/local/bin"
+DESTDIR=$R2 "$BFS_REPO/scripts/install.sh" --no-build >/dev/null || fail "install.sh into $R2"
+[ -f "$R2/usr/local/share/doc/boundfs/docs/reference.md" ] || fail "docs/ not installed"
+DESTDIR=$R2 "$BFS_REPO/scripts/install.sh" --no-build >/dev/null || fail "second install.sh into $R2"
+DESTDIR=$R2 "$BFS_REPO/scripts/install.sh" --uninstall >/dev/null || fail "uninstall from $R2"
+assert_eq "./usr ./usr/local ./usr/local/bin" "$(cd "$R2" && find . -mindepth 1 | sort | paste -sd' ')" \
+    "what --uninstall left (only the directories that were there before)"
+log "install.sh: installs, idempotent, PREFIX honoured, --uninstall leaves nothing, not even its directories"
 
 # ---- systemd-analyze verify
 command -v systemd-analyze >/dev/null || skip "systemd-analyze is absent (install.sh checks passed)"

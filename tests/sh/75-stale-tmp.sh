@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stale engine temporaries: files named like vLLM/llm-d (*.tmp) or SGLang
-# (*.tmp.*) temporaries, older than stale_tmp (default 1h) and not open
+# (*.tmp.*; 0.5.23 and later: .<uuid4 hex>.tmp) temporaries, older than stale_tmp (default 1h) and not open
 # through the mount, are removed by the reconcile pass; until then they count
 # toward usage.  Kept: a fresh one, an old one held open through the mount
 # (removed once closed), one with a second hard link, an old directory and an
@@ -13,7 +13,9 @@ printf 'outside' > "$OUT/target.tmp"; touch -d '3 hours ago' "$OUT/target.tmp"
 mkdir -p "$BACKING/kv/abc/de" "$BACKING/hicache"
 K="$BACKING/kv/abc/de"
 mkblock "$K/abcde.bin_5f3a9c01.tmp" 1M                         # vLLM/llm-d, crashed before rename
-mkblock "$BACKING/hicache/0f3e_llama_0_1.bin.tmp.123.456.9f1e" 1M  # SGLang
+mkblock "$BACKING/hicache/0f3e_llama_0_1.bin.tmp.123.456.9f1e" 1M  # SGLang before 0.5.23
+SGL="$BACKING/hicache/.9b2c4e7d1f0a4c6e8d3b5a7f9e1c2d4b.tmp"
+mkblock "$SGL" 1M                                                # SGLang 0.5.23
 mkblock "$K/.o_direct_probe_77aa.tmp" 4K                         # vLLM's O_DIRECT probe
 mkblock "$K/fresh.bin_1111.tmp" 1M
 mkblock "$K/held.bin_2222.tmp" 1M
@@ -21,11 +23,11 @@ mkblock "$K/linked.bin_3333.tmp" 1M; ln "$K/linked.bin_3333.tmp" "$K/linked-too"
 mkdir "$K/dir.tmp"; ln -s "$OUT/target.tmp" "$K/link.tmp"
 mkblock "$K/abcdf.bin" 1M; printf '{}' > "$BACKING/kv/config.json"
 for f in "$K/abcde.bin_5f3a9c01.tmp" "$BACKING/hicache/0f3e_llama_0_1.bin.tmp.123.456.9f1e" \
-         "$K/.o_direct_probe_77aa.tmp" "$K/linked.bin_3333.tmp" "$K/dir.tmp" "$K/abcdf.bin" "$BACKING/kv/config.json"; do
+         "$K/.o_direct_probe_77aa.tmp" "$SGL" "$K/linked.bin_3333.tmp" "$K/dir.tmp" "$K/abcdf.bin" "$BACKING/kv/config.json"; do
     touch -d '2 hours ago' "$f"
 done
 touch -h -d '2 hours ago' "$K/link.tmp"
-OLD=("$K/abcde.bin_5f3a9c01.tmp" "$BACKING/hicache/0f3e_llama_0_1.bin.tmp.123.456.9f1e" "$K/.o_direct_probe_77aa.tmp")
+OLD=("$K/abcde.bin_5f3a9c01.tmp" "$BACKING/hicache/0f3e_llama_0_1.bin.tmp.123.456.9f1e" "$K/.o_direct_probe_77aa.tmp" "$SGL")
 
 # reconcile off: temporaries are counted and stay
 bfs_mount max_size=64M,reconcile_interval=0
@@ -38,7 +40,7 @@ exec 7<"$MNT/kv/abc/de/held.bin_2222.tmp" || fail "open through the mount"
 touch -d '2 hours ago' "$K/held.bin_2222.tmp"     # stale now, but open
 gone() { local f; for f in "${OLD[@]}"; do [ ! -e "$f" ] || return 1; done; }
 poll_until 10 "old temporaries removed by the reconcile pass" gone
-assert_eq 3 "$(stats_field stale_tmp_removed)" "stale_tmp_removed"
+assert_eq 4 "$(stats_field stale_tmp_removed)" "stale_tmp_removed"
 assert_errno ENOENT stat "$MNT/kv/abc/de/abcde.bin_5f3a9c01.tmp"
 for f in fresh.bin_1111.tmp held.bin_2222.tmp linked.bin_3333.tmp linked-too dir.tmp abcdf.bin; do
     assert_exists "$K/$f" "kept by the stale-temporary pass"

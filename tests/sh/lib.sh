@@ -354,3 +354,84 @@ wait_indexed() {
     _bfs_indexed() { [ "$(stats_field indexing)" = False ]; }
     poll_until "${1:-10}" "the start-up index of BACKING complete" _bfs_indexed
 }
+
+# ---------------------------------------------------------------- real programs
+# The 8x-real-*.sh scenarios run real programs (sqlite3, git, tar, cp, rsync,
+# CPython's own tests) once in a plain directory and once under the mount,
+# with the same expected result.  A check is a shell function CHECK DIR OUT:
+# DIR is an empty directory ($BFS_TMP/plain/NAME, or $MNT/NAME), OUT an empty
+# plain directory outside both for copies "out of" DIR.  It runs in a child
+# bash with `set -e -o pipefail`, cwd DIR and umask 022, bounded by
+# RP_TIMEOUT seconds; it fails by exiting non-zero (rp_want prints why).
+#   rp_check NAME FUNC   run FUNC on the plain directory, then on the mount
+#   rp_report            print the table and the counts; fail if a check
+#                        fails on the mount, or on the plain directory
+RP_TIMEOUT=${RP_TIMEOUT:-60}
+RP_PLAIN="$BFS_TMP/plain"    # same file system as BACKING
+RP_NAMES=(); RP_PLAIN_RES=(); RP_MNT_RES=()
+export PY BFS_HELPERS BFS_TMP
+
+# rp_want EXPECTED ACTUAL WHAT: inside a check, stop it unless equal
+rp_want() {
+    [ "$1" = "$2" ] && return 0
+    printf 'CHECK FAILED: %s\n  expected: %s\n  got:      %s\n' "$3" "$1" "$2" >&2
+    exit 1
+}
+# rp_same_tree A B WHAT [manifest options]: the two trees' manifests agree
+rp_same_tree() {
+    local a=$1 b=$2 what=$3 ma mb; shift 3
+    ma=$(mktemp "$BFS_TMP/manifest.XXXXXX") && mb=$(mktemp "$BFS_TMP/manifest.XXXXXX") || exit 1
+    $PY "$BFS_HELPERS/sample_tree.py" manifest "$a" "$@" > "$ma" || exit 1
+    $PY "$BFS_HELPERS/sample_tree.py" manifest "$b" "$@" > "$mb" || exit 1
+    diff -u "$ma" "$mb" >&2 || {
+        echo "CHECK FAILED: $what: trees differ (- $a, + $b)" >&2
+        exit 1
+    }
+    rm -f "$ma" "$mb"
+}
+# rp_mktree DIR: the sample tree (modes, owners, nanosecond mtimes, symlinks,
+# a hard link, a user xattr, an ACL, a sparse and a 3 MiB file)
+rp_mktree() { $PY "$BFS_HELPERS/sample_tree.py" mk "$1"; }
+export -f rp_want rp_same_tree rp_mktree
+
+# rp_run SIDE NAME FUNC DIR: one run of a check; prints PASS, FAIL or SKIP
+rp_run() {
+    local side=$1 name=$2 func=$3 dir=$4 out="$BFS_TMP/out-$1-$2" rc
+    local log="$BFS_TMP/rp-$side-$name.log"
+    mkdir -p "$out" || { echo FAIL; return; }
+    if ! mkdir "$dir" 2>"$log"; then echo FAIL; return; fi
+    timeout -k 5 "$RP_TIMEOUT" bash -c 'set -e -o pipefail; umask 022; cd "$2"; "$1" "$2" "$3"' \
+        _ "$func" "$dir" "$out" >>"$log" 2>&1 </dev/null
+    rc=$?
+    [ "$rc" -eq 124 ] && echo "CHECK FAILED: timed out after ${RP_TIMEOUT}s" >>"$log"
+    case $rc in 0) echo PASS ;; 77) echo SKIP ;; *) echo FAIL ;; esac
+}
+
+# rp_check NAME FUNC: run check FUNC on the plain directory, then the mount
+rp_check() {
+    local name=$1 func=$2 p m
+    export -f "$func"
+    mkdir -p "$RP_PLAIN"
+    p=$(rp_run plain "$name" "$func" "$RP_PLAIN/$name")
+    m=$(rp_run mount "$name" "$func" "$MNT/$name")
+    RP_NAMES+=("$name"); RP_PLAIN_RES+=("$p"); RP_MNT_RES+=("$m")
+    printf '[%s] %-24s plain %-4s  mount %s\n' "$BFS_NAME" "$name" "$p" "$m"
+    local side
+    for side in plain mount; do
+        [ "$side" = plain ] && [ "$p" = PASS ] && continue
+        [ "$side" = mount ] && [ "$m" = PASS ] && continue
+        sed "s/^/    $side: /" "$BFS_TMP/rp-$side-$name.log" | tail -n 6
+    done
+}
+
+# rp_report: the counts line, then fail if any check did not pass
+rp_report() {
+    local i n=${#RP_NAMES[@]} fm=0 fp=0 sk=0 bad=()
+    for ((i = 0; i < n; i++)); do
+        [ "${RP_PLAIN_RES[i]}" = FAIL ] && { fp=$((fp + 1)); bad+=("${RP_NAMES[i]}(plain)"); }
+        [ "${RP_MNT_RES[i]}" = FAIL ] && { fm=$((fm + 1)); bad+=("${RP_NAMES[i]}"); }
+        [ "${RP_MNT_RES[i]}" = SKIP ] && sk=$((sk + 1))
+    done
+    log "real programs: $fm of $n checks fail on the mount, $fp on the plain directory, $sk skipped"
+    [ "${#bad[@]}" -eq 0 ] || fail "failing checks: ${bad[*]}"
+}

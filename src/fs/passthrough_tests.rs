@@ -15,14 +15,12 @@ fn backed(m: &IoModes<Id>, ino: u64, id: u32) -> Arc<Id> {
 fn readers_share_one_backing_id_released_by_the_last_close() {
     let m: IoModes<Id> = IoModes::new(true);
     let b = backed(&m, 7, 1);
-    m.opened(100, 7, Mode::Passthrough);
     match m.plan(7, true) {
         Plan::Passthrough { id, direct: false } => assert!(Arc::ptr_eq(&b, &id)),
         p => panic!("second reader got {p:?}"),
     }
-    m.opened(101, 7, Mode::Passthrough);
-    assert!(m.release(100).is_none(), "still open by 101");
-    assert_eq!(m.release(101).as_deref(), Some(&Id(1)));
+    assert!(m.release(7, Mode::Passthrough).is_none(), "still open by 101");
+    assert_eq!(m.release(7, Mode::Passthrough).as_deref(), Some(&Id(1)));
     // The next reader needs a fresh id.
     assert!(matches!(m.plan(7, true), Plan::NeedBacking { direct: false }));
 }
@@ -43,14 +41,12 @@ fn a_second_id_created_concurrently_is_handed_back() {
 fn a_writer_joins_passthrough_readers_with_direct_io() {
     let m: IoModes<Id> = IoModes::new(true);
     let b = backed(&m, 7, 1);
-    m.opened(100, 7, Mode::Passthrough);
     match m.plan(7, false) {
         Plan::Passthrough { id, direct: true } => assert!(Arc::ptr_eq(&b, &id)),
         p => panic!("writer got {p:?}"),
     }
-    m.opened(101, 7, Mode::Passthrough);
-    assert!(m.release(100).is_none(), "the writer still holds the backing id");
-    assert_eq!(m.release(101).as_deref(), Some(&Id(1)));
+    assert!(m.release(7, Mode::Passthrough).is_none(), "the writer still holds the backing id");
+    assert_eq!(m.release(7, Mode::Passthrough).as_deref(), Some(&Id(1)));
     assert!(matches!(m.plan(7, false), Plan::Cached), "no readers left: the writer is cached");
 }
 
@@ -58,7 +54,6 @@ fn a_writer_joins_passthrough_readers_with_direct_io() {
 fn passthrough_mode_is_kept_even_after_passthrough_is_turned_off() {
     let m: IoModes<Id> = IoModes::new(true);
     let _b = backed(&m, 7, 1);
-    m.opened(100, 7, Mode::Passthrough);
     m.disable();
     assert!(matches!(m.plan(7, true), Plan::Passthrough { direct: false, .. }), "the kernel rejects a cached open");
     assert!(matches!(m.plan(8, true), Plan::Cached));
@@ -68,11 +63,9 @@ fn passthrough_mode_is_kept_even_after_passthrough_is_turned_off() {
 fn a_reader_while_a_writer_is_open_is_cached() {
     let m: IoModes<Id> = IoModes::new(true);
     assert!(matches!(m.plan(7, false), Plan::Cached));
-    m.opened(100, 7, Mode::Cached);
     assert!(matches!(m.plan(7, true), Plan::Cached));
-    m.opened(101, 7, Mode::Cached);
-    m.release(100);
-    m.release(101);
+    m.release(7, Mode::Cached);
+    m.release(7, Mode::Cached);
     assert!(matches!(m.plan(7, true), Plan::NeedBacking { direct: false }), "all closed: passthrough again");
 }
 
@@ -85,24 +78,25 @@ fn disabled_means_cached_for_everyone_and_failure_falls_back() {
     assert!(m.disable());
     assert!(!m.disable(), "logged once");
     assert!(matches!(m.abandon(8, false), Plan::Cached));
-    m.opened(1, 8, Mode::Cached);
     assert!(matches!(m.plan(8, false), Plan::Cached), "writer beside the fallen-back reader");
 }
 
 #[test]
 fn write_only_opens_take_no_mode_unless_readers_are_in_passthrough() {
     let m: IoModes<Id> = IoModes::new(true);
-    assert!(matches!(m.plan_writer(7), Plan::Direct));
-    m.opened(1, 7, Mode::Direct);
+    assert!(matches!(m.plan_open(7, libc::O_WRONLY), Plan::Cached), "direct writers not allowed yet");
+    assert!(m.release(7, Mode::Cached).is_none());
+    m.allow_direct_writers();
+    assert!(matches!(m.plan_open(7, libc::O_WRONLY), Plan::Direct));
+    assert!(matches!(m.plan_open(7, libc::O_RDWR), Plan::Cached), "a reader-writer keeps the page cache");
+    assert!(m.release(7, Mode::Cached).is_none());
     // A direct-I/O writer takes no kernel I/O mode: a reader still gets passthrough.
     let id = backed(&m, 7, 3);
-    m.opened(2, 7, Mode::Passthrough);
-    match m.plan_writer(7) {
+    match m.plan_open(7, libc::O_WRONLY) {
         Plan::Passthrough { id: got, direct: true } => assert_eq!(got, id),
         p => panic!("a writer beside passthrough readers must join them with direct I/O: {p:?}"),
     }
-    m.opened(3, 7, Mode::Passthrough);
-    assert!(m.release(1).is_none());
-    assert!(m.release(3).is_none());
-    assert_eq!(m.release(2), Some(id), "the last passthrough open hands the backing id back");
+    assert!(m.release(7, Mode::Direct).is_none());
+    assert!(m.release(7, Mode::Passthrough).is_none());
+    assert_eq!(m.release(7, Mode::Passthrough), Some(id), "the last passthrough open hands the backing id back");
 }

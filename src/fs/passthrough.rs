@@ -74,16 +74,20 @@ struct InodeIo<B> {
     cached: u32,
 }
 
+/// The I/O counts of every inode with open handles (the handles themselves,
+/// with their mode, are in the core's one handle table).
 #[derive(Default)]
 struct State<B> {
     inodes: HashMap<u64, InodeIo<B>>,
-    handles: HashMap<u64, (u64, Mode)>,
 }
 
 /// Per-inode I/O modes of open handles. `B` is the backing id type
 /// (`fuser::BackingId`; tests use a stand-in).
 pub struct IoModes<B> {
     enabled: AtomicBool,
+    /// FUSE_HANDLE_KILLPRIV_V2 was negotiated: write-only opens may get
+    /// [`Plan::Direct`] (see [`IoModes::plan_open`]).
+    direct_writers: AtomicBool,
     state: Mutex<State<B>>,
 }
 
@@ -92,13 +96,36 @@ impl<B> IoModes<B> {
     pub fn new(enabled: bool) -> Self {
         IoModes {
             enabled: AtomicBool::new(enabled),
-            state: Mutex::new(State { inodes: HashMap::new(), handles: HashMap::new() }),
+            direct_writers: AtomicBool::new(false),
+            state: Mutex::new(State { inodes: HashMap::new() }),
+        }
+    }
+
+    /// Lets write-only opens be answered FOPEN_DIRECT_IO alone (the adapter
+    /// negotiated FUSE_HANDLE_KILLPRIV_V2, so the daemon kills privileges).
+    pub fn allow_direct_writers(&self) {
+        self.direct_writers.store(true, Ordering::Relaxed);
+    }
+
+    /// Plans an open of inode `ino` with `flags` (open(2) bits): a write-only
+    /// one through [`IoModes::plan_writer`] once direct writers are allowed,
+    /// any other through [`IoModes::plan`].
+    pub fn plan_open(&self, ino: u64, flags: i32) -> Plan<B> {
+        if self.direct_writers.load(Ordering::Relaxed) && flags & libc::O_ACCMODE == libc::O_WRONLY {
+            self.plan_writer(ino)
+        } else {
+            self.plan(ino, read_only(flags))
         }
     }
 
     /// Whether read-only opens currently get passthrough.
     pub fn enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Turns passthrough on or off for later opens (the adapter's setting).
+    pub fn enable(&self, on: bool) {
+        self.enabled.store(on, Ordering::Relaxed);
     }
 
     /// Turns passthrough off for later opens (the kernel or our privileges
@@ -179,18 +206,12 @@ impl<B> IoModes<B> {
         Plan::Cached
     }
 
-    /// Remembers that handle `fh` of inode `ino` was answered in `mode`.
-    pub fn opened(&self, fh: u64, ino: u64, mode: Mode) {
-        self.state.lock().handles.insert(fh, (ino, mode));
-    }
-
-    /// RELEASE of `fh`: uncounts it. Returns the backing id when this was
-    /// the inode's last passthrough open; the caller drops it (closing it in
-    /// the kernel) after the lock is released.
-    pub fn release(&self, fh: u64) -> Option<Arc<B>> {
-        let mut s = self.state.lock();
-        let (ino, mode) = s.handles.remove(&fh)?;
-        Self::uncount(&mut s, ino, mode)
+    /// RELEASE of a handle of inode `ino` answered in `mode`: uncounts it.
+    /// Returns the backing id when this was the inode's last passthrough
+    /// open; the caller drops it (closing it in the kernel) after the lock is
+    /// released.
+    pub fn release(&self, ino: u64, mode: Mode) -> Option<Arc<B>> {
+        Self::uncount(&mut self.state.lock(), ino, mode)
     }
 
     fn uncount(s: &mut State<B>, ino: u64, mode: Mode) -> Option<Arc<B>> {
@@ -206,6 +227,12 @@ impl<B> IoModes<B> {
         }
         backing
     }
+}
+
+/// Whether an open with `flags` only reads (O_RDONLY without O_TRUNC):
+/// only those get passthrough.
+pub fn read_only(flags: i32) -> bool {
+    flags & libc::O_ACCMODE == libc::O_RDONLY && flags & libc::O_TRUNC == 0
 }
 
 #[cfg(test)]

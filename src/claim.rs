@@ -1,0 +1,184 @@
+//! One mount per backing directory on a machine.
+//!
+//! Two daemons over one BACKING each protect only their own open handles and
+//! serialise only their own renames: one evicts what the other's readers
+//! hold open. So a mount is refused when a live boundfs already serves the
+//! same BACKING, a directory inside it, or one above it. Two checks, made
+//! before the daemon detaches:
+//!
+//! 1. **flock(2)** `LOCK_EX | LOCK_NB` on an fd of BACKING itself, held by
+//!    the daemon for its whole life ([`BackingClaim`]). The kernel drops it
+//!    when the daemon dies, however it dies, so a crash never leaves a stale
+//!    claim; it also sees daemons in other mount namespaces (containers).
+//! 2. **/proc/self/mountinfo**: every `fuse.boundfs` mount's source is its
+//!    BACKING (canonical); one whose source is an ancestor or a descendant of
+//!    this BACKING, and whose daemon still answers statfs (a dead one gives
+//!    ENOTCONN), refuses the mount. This catches nesting, which a lock on one
+//!    directory cannot.
+//!
+//! A future shared-backing mode (N mounts over one BACKING on different
+//! nodes of a distributed filesystem) skips [`claim`] altogether; note that a
+//! flock on such a filesystem may be cluster-wide.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// The held claim on a BACKING: an fd with an exclusive flock on it. Keep it
+/// alive for as long as the daemon serves (dropping it releases the claim).
+/// The fd number is at least 3, so redirecting stdin/stdout/stderr never
+/// closes it.
+#[derive(Debug)]
+pub struct BackingClaim {
+    _fd: OwnedFd,
+}
+
+/// Claims `backing` (canonical) for this process: refuses (one line, says
+/// what to do) when a live boundfs serves it, a directory inside it or one
+/// above it. Errors: the claim is held elsewhere (flock EWOULDBLOCK), a live
+/// nested mount, or BACKING cannot be opened.
+pub fn claim(backing: &Path) -> Result<BackingClaim, String> {
+    let mounts = boundfs_mounts();
+    for (source, point) in &mounts {
+        let src = Path::new(source);
+        let nested = if src == backing {
+            None
+        } else if backing.starts_with(src) {
+            Some("inside the backing directory")
+        } else if src.starts_with(backing) {
+            Some("above the backing directory")
+        } else {
+            continue;
+        };
+        if !alive(point) {
+            continue;
+        }
+        let msg = match nested {
+            None => format!(
+                "backing directory {} is already served by the boundfs mounted at {}; one mount per backing \
+                 directory: use that mount, or unmount it first (umount {})",
+                backing.display(),
+                point.display(),
+                point.display()
+            ),
+            Some(rel) => format!(
+                "backing directory {} is {rel} {source} that the boundfs mounted at {} serves; one mount per \
+                 backing tree: use that mount, or unmount it first (umount {})",
+                backing.display(),
+                point.display(),
+                point.display()
+            ),
+        };
+        return Err(msg);
+    }
+    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(backing.as_os_str()))
+        .map_err(|_| "backing directory: path contains a NUL byte".to_string())?;
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(format!("cannot open {}: {}", backing.display(), std::io::Error::last_os_error()));
+    }
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // At least 3: a daemon redirects 0-2 to /dev/null, which must not close the claim.
+    let fd = if fd.as_raw_fd() < 3 {
+        let d = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+        if d < 0 {
+            return Err(format!("cannot claim {}: {}", backing.display(), std::io::Error::last_os_error()));
+        }
+        unsafe { OwnedFd::from_raw_fd(d) }
+    } else {
+        fd
+    };
+    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            let at = mounts
+                .iter()
+                .find(|(s, _)| Path::new(s) == backing)
+                .map_or("elsewhere (another mount namespace?)".to_string(), |(_, p)| format!("at {}", p.display()));
+            return Err(format!(
+                "backing directory {} is already served by a live boundfs mounted {at}; one mount per backing \
+                 directory: unmount that one first",
+                backing.display()
+            ));
+        }
+        return Err(format!("cannot claim {} (flock): {e}", backing.display()));
+    }
+    Ok(BackingClaim { _fd: fd })
+}
+
+/// Whether the daemon behind the mount at `point` still answers (statfs
+/// reaches the daemon; a dead one gives ENOTCONN).
+fn alive(point: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(point.as_os_str())) else {
+        return false;
+    };
+    let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::statvfs(c.as_ptr(), &mut v) } == 0;
+    ok || std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOTCONN)
+}
+
+/// `(source, mount point)` of every `fuse.boundfs` mount in
+/// /proc/self/mountinfo.
+pub fn boundfs_mounts() -> Vec<(String, PathBuf)> {
+    mounts().into_iter().filter(|m| m.fstype == "fuse.boundfs").map(|m| (m.source, m.point)).collect()
+}
+
+/// One line of /proc/self/mountinfo.
+#[derive(Debug, Clone)]
+pub struct MountEntry {
+    /// The mount point (unescaped).
+    pub point: PathBuf,
+    /// The filesystem type (`ext4`, `fuse.boundfs` …).
+    pub fstype: String,
+    /// The source (for boundfs: BACKING, canonical), unescaped.
+    pub source: String,
+}
+
+/// Every mount in /proc/self/mountinfo, in its order (proc(5): field 5 is
+/// the mount point with octal escapes; fstype and source follow " - ").
+/// Empty if it cannot be read.
+pub fn mounts() -> Vec<MountEntry> {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    info.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let point = PathBuf::from(unescape(left.split(' ').nth(4)?));
+            let mut r = right.split(' ');
+            let (fstype, source) = (r.next()?.to_string(), unescape(r.next()?));
+            Some(MountEntry { point, fstype, source })
+        })
+        .collect()
+}
+
+/// The filesystem type of the mount that holds `path` (canonical): the
+/// last-mounted entry with the longest mount point above it. Asks no
+/// filesystem anything (a stat or statfs could wait on a stopped FUSE daemon).
+pub fn fstype_of(path: &Path) -> Option<String> {
+    let all = mounts();
+    let best = all.iter().filter(|m| path.starts_with(&m.point)).map(|m| m.point.as_os_str().len()).max()?;
+    all.into_iter().rev().find(|m| path.starts_with(&m.point) && m.point.as_os_str().len() == best).map(|m| m.fstype)
+}
+
+/// Undoes mountinfo's octal escapes of space, tab, newline and backslash.
+pub fn unescape(f: &str) -> String {
+    f.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_claim_on_one_backing_is_refused_and_freed_on_drop() {
+        let d = tempfile::tempdir().unwrap();
+        let first = claim(d.path()).unwrap();
+        let e = claim(d.path()).unwrap_err();
+        assert!(e.contains("already served by a live boundfs"), "{e}");
+        drop(first);
+        assert!(claim(d.path()).is_ok());
+    }
+
+    #[test]
+    fn unescape_mountinfo_fields() {
+        assert_eq!(unescape("/a\\040b\\134c"), "/a b\\c");
+    }
+}

@@ -1,0 +1,219 @@
+//! The one door to the ledger: [`Accounts`] owns the ledger (with its
+//! policy, the one home of `max_size`) behind its mutex, and the condvar
+//! that a RELEASE signals. Each request event is one method taking the lock
+//! once, so a CREATE takes it twice (reserve, [`Accounts::created`]) and an
+//! OPEN twice ([`Accounts::pin`], [`Accounts::opened`]).
+//!
+//! Lock order: the ledger mutex comes after the directory stripes and before
+//! the leaf locks (see `crate::fs`); it is never held across a syscall.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::key::FileKey;
+use crate::ledger::policy::Policy;
+use crate::ledger::{Gone, Kind, Ledger};
+
+/// The ledger and its release signal. See the module docs.
+pub struct Accounts {
+    ledger: Mutex<Ledger>,
+    /// Signalled (with the ledger lock) when an open handle is released.
+    released: Condvar,
+    /// Lock acquisitions so far (tests count them per operation).
+    #[cfg(test)]
+    acquired: std::sync::atomic::AtomicU64,
+}
+
+/// A file a CREATE made or opened, for [`Accounts::created`].
+pub struct Created {
+    /// The file's backing identity.
+    pub key: FileKey,
+    /// True when the CREATE made it (false: it existed, no O_EXCL).
+    pub fresh: bool,
+    /// Allocated bytes of the file.
+    pub size: u64,
+    /// The name matches the block pattern.
+    pub block: bool,
+    /// Path relative to BACKING, when known.
+    pub path: Option<PathBuf>,
+    /// The parent directory's key and its allocated bytes after the create.
+    pub dir: Option<(FileKey, u64)>,
+    /// Bytes of the reservation the CREATE held, returned here.
+    pub reserved: u64,
+}
+
+/// What a recorded event asks of the caller.
+#[derive(Debug, Default)]
+pub struct After {
+    /// A recency stamp due for this path.
+    pub stamp: Option<PathBuf>,
+    /// Usage is above the high watermark: wake the background evictor.
+    pub wake: bool,
+    /// The file is a block file.
+    pub block: bool,
+}
+
+impl Accounts {
+    /// Accounts over `ledger`.
+    pub fn new(ledger: Ledger) -> Self {
+        Accounts {
+            ledger: Mutex::new(ledger),
+            released: Condvar::new(),
+            #[cfg(test)]
+            acquired: Default::default(),
+        }
+    }
+
+    /// Every acquisition of the ledger mutex goes through here.
+    fn guard(&self) -> MutexGuard<'_, Ledger> {
+        #[cfg(test)]
+        self.acquired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.ledger.lock()
+    }
+
+    /// Ledger lock acquisitions since the start.
+    #[cfg(test)]
+    pub fn acquisitions(&self) -> u64 {
+        self.acquired.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The ledger, for multi-step protocols (eviction, the start-up index,
+    /// reconcile) and status. Hold it briefly and never across a syscall.
+    pub fn lock(&self) -> MutexGuard<'_, Ledger> {
+        self.guard()
+    }
+
+    /// Waits at most `timeout` for a RELEASE, with the ledger lock `l` given
+    /// up meanwhile.
+    pub fn wait_released(&self, l: &mut MutexGuard<'_, Ledger>, timeout: Duration) {
+        self.released.wait_for(l, timeout);
+    }
+
+    /// The budget and watermarks now (a copy: `max_size` may change live).
+    pub fn policy(&self) -> Policy {
+        self.guard().policy()
+    }
+
+    /// Changes the budget to `max_size` bytes; returns the old one.
+    pub fn set_max_size(&self, max_size: u64) -> u64 {
+        self.guard().set_max_size(max_size)
+    }
+
+    /// Whether usage is above the high watermark.
+    pub fn should_wake(&self) -> bool {
+        self.guard().should_wake()
+    }
+
+    /// Bytes the background evictor should free to reach the low watermark.
+    pub fn excess(&self) -> u64 {
+        self.guard().excess()
+    }
+
+    /// Bytes usage (with reservations) stands above `max_size` itself: what
+    /// the evictor frees when the low watermark can't be reached (non-block
+    /// usage alone above the high one, see `fs/unevictable.rs`).
+    pub fn over_max(&self) -> u64 {
+        let l = self.guard();
+        l.committed().saturating_sub(l.policy().max_size)
+    }
+
+    /// Returns a reservation of `bytes`.
+    pub fn release(&self, bytes: u64) {
+        self.guard().release(bytes);
+    }
+
+    /// A write or fallocate finished: `key` now allocates `size` bytes and
+    /// its reservation of `reserved` bytes is returned, atomically. Returns
+    /// whether to wake the background evictor.
+    pub fn commit(&self, key: FileKey, size: u64, reserved: u64) -> bool {
+        let mut l = self.guard();
+        l.set_size(key, size);
+        l.release(reserved);
+        l.should_wake()
+    }
+
+    /// Records a use of `key` at `now` (seconds); returns the path to stamp
+    /// when a stamp is due (`interval` seconds apart).
+    pub fn touch(&self, key: FileKey, now: u32, interval: u32) -> Option<PathBuf> {
+        self.guard().touch(key, now, interval)
+    }
+
+    /// Sets the allocated bytes of `key`.
+    pub fn set_size(&self, key: FileKey, size: u64) {
+        self.guard().set_size(key, size);
+    }
+
+    /// OPEN, first step: pins `key` against eviction. Returns whether the
+    /// entry was a placeholder (unknown until now). Errors: [`Gone`] when
+    /// eviction is removing it.
+    pub fn pin(&self, key: FileKey) -> Result<bool, Gone> {
+        self.guard().pin(key)
+    }
+
+    /// OPEN failed after [`Accounts::pin`]: unpins, and forgets a placeholder
+    /// whose file turned out to be unlinked.
+    pub fn open_failed(&self, key: FileKey, placeholder: bool) {
+        let mut l = self.guard();
+        if placeholder {
+            l.mark_unlinked(key);
+        }
+        l.unpin(key);
+    }
+
+    /// OPEN, second step: the file allocates `size` bytes and was used at
+    /// `now`. Returns whether it is a block file and any stamp due.
+    pub fn opened(&self, key: FileKey, size: u64, now: u32, interval: u32) -> After {
+        let mut l = self.guard();
+        l.set_size(key, size);
+        let block = l.get(&key).is_some_and(|e| e.block);
+        let stamp = l.touch(key, now, interval);
+        After { stamp, wake: false, block }
+    }
+
+    /// CREATE: records the file (new or found), pins it for the handle, makes
+    /// it most recent, refreshes the directory's size and returns the
+    /// reservation, in one lock. Errors: [`Gone`] when eviction is removing
+    /// it (nothing is recorded then but the returned reservation).
+    pub fn created(&self, c: Created, now: u32, interval: u32) -> Result<After, Gone> {
+        let mut l = self.guard();
+        l.release(c.reserved);
+        if c.fresh {
+            l.fresh(c.key);
+        }
+        l.pin(c.key)?;
+        l.upsert(c.key, c.size, c.block, c.path, now);
+        let stamp = l.touch(c.key, now, interval);
+        if let Some((dkey, dsize)) = c.dir {
+            l.set_size(dkey, dsize);
+        }
+        Ok(After { stamp, wake: l.should_wake(), block: c.block })
+    }
+
+    /// A new object from a namespace operation (mkdir, mknod, symlink, or
+    /// one first seen by a lookup): records it with its kind. Returns whether
+    /// it was unknown (and then whether to wake the evictor).
+    pub fn found(&self, key: FileKey, size: u64, block: bool, path: Option<PathBuf>, kind: Kind, now: u32) -> bool {
+        let mut l = self.guard();
+        l.upsert(key, size, block, path, now);
+        l.set_kind(key, kind);
+        l.should_wake()
+    }
+
+    /// RELEASE: unpins `key` and signals writes waiting for room. Returns
+    /// whether to wake the background evictor.
+    pub fn released(&self, key: FileKey) -> bool {
+        let wake = {
+            let mut l = self.guard();
+            l.unpin(key);
+            l.should_wake()
+        };
+        self.released.notify_all();
+        wake
+    }
+}
+
+#[cfg(test)]
+#[path = "accounts_tests.rs"]
+mod tests;

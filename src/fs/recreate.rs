@@ -1,0 +1,100 @@
+//! Directories removed behind the daemon: a CREATE or MKDIR in a directory
+//! the kernel still caches (an engine's hash directory, after an operator's
+//! `rm -rf BACKING/*`) would fail with ENOENT until the kernel forgets it.
+//! Instead the daemon recreates the directory and its missing parents at
+//! the path it had, beneath BACKING (each component created with `mkdirat`
+//! and opened with `O_NOFOLLOW | O_DIRECTORY` in the one before it, under
+//! that directory's stripe: a symlink swapped in is never followed), points
+//! the kernel's inode at the new directory ([`InodeTable::rebind`]), and
+//! invalidates the kernel's entry for the topmost name it recreated, so the
+//! intermediate directories are looked up afresh.
+//!
+//! [`InodeTable::rebind`]: super::inode::InodeTable::rebind
+
+use std::os::fd::AsFd;
+use std::path::Component;
+use std::sync::Arc;
+
+use fuser::Errno;
+
+use super::inode::Inode;
+use super::{Caller, Core, OpResult, key_of, sys};
+use crate::ledger::Kind;
+
+impl Core {
+    /// If the directory `p` was removed from BACKING behind the daemon (its
+    /// fd shows no link left), recreates it at the path it had, with its mode
+    /// and owner, and returns the kernel's inode now bound to it. Errors:
+    /// ENOENT when `p` was not removed (the caller's ENOENT stands) or its
+    /// old path is unknown or outside BACKING; ENOTDIR/ELOOP when a
+    /// component is now a file or a symlink; the backing errno of `mkdirat`.
+    pub(super) fn recreate_dir(&self, p: &Inode) -> OpResult<Arc<Inode>> {
+        let st = sys::fstat(p.fd())?;
+        if !p.is_dir() || st.st_nlink != 0 {
+            return Err(Errno::ENOENT);
+        }
+        let abs = sys::deleted_path(p.fd()).ok_or(Errno::ENOENT)?;
+        let rel = abs.strip_prefix(&self.root_path).map_err(|_| Errno::ENOENT)?;
+        let mode = st.st_mode & 0o7777;
+        let owner = Caller { uid: st.st_uid, gid: st.st_gid };
+        let mut cur = sys::reopen(self.root().fd(), libc::O_PATH | libc::O_DIRECTORY)?;
+        let mut first_made = None;
+        for comp in rel.components() {
+            let Component::Normal(name) = comp else { return Err(Errno::ENOENT) };
+            let c = sys::cname(name)?;
+            let dkey = key_of(&sys::fstat(cur.as_fd())?);
+            let _g = self.dirlocks.lock(&[dkey]);
+            let made = match sys::mkdirat(cur.as_fd(), &c, mode) {
+                Ok(()) => true,
+                Err(e) if e == Errno::EEXIST => false,
+                Err(e) => return Err(e),
+            };
+            let next = sys::openat(cur.as_fd(), &c, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+            if made {
+                self.chown_new(next.as_fd(), owner);
+                let nst = sys::fstat(next.as_fd())?;
+                let key = key_of(&nst);
+                {
+                    let mut l = self.accounts.lock();
+                    l.fresh(key);
+                    l.upsert(key, sys::allocated(&nst), false, None, self.now());
+                    l.set_kind(key, Kind::Dir);
+                }
+                self.refresh_size(dkey, cur.as_fd());
+                first_made.get_or_insert((dkey, name.to_os_string()));
+            }
+            cur = next;
+        }
+        let key = key_of(&sys::fstat(cur.as_fd())?);
+        // The removed directory no longer counts (du does not see it).
+        self.accounts.lock().drop_unused(p.key);
+        let new = self.inodes.rebind(p.ino, cur, key).ok_or(Errno::ENOENT)?;
+        if let Some((dkey, name)) = first_made {
+            if let Some(pino) = self.inodes.ino_of(&dkey) {
+                self.inval.push(pino, name);
+            }
+            log::info!("recreated {} (removed behind the daemon) for a create in it", rel.display());
+        }
+        // Whatever else went with it stops counting soon.
+        self.reconcile.request();
+        Ok(new)
+    }
+
+    /// Runs `op` in the directory `p`; if it fails with ENOENT because `p` was
+    /// removed behind the daemon, recreates `p` ([`Core::recreate_dir`]) and
+    /// runs `op` once more in it. Returns the directory `op` succeeded in and
+    /// its value. Errors: those of `op`.
+    pub(super) fn in_dir<T>(
+        &self,
+        p: Arc<Inode>,
+        op: impl Fn(&Arc<Inode>) -> OpResult<T>,
+    ) -> OpResult<(Arc<Inode>, T)> {
+        match op(&p) {
+            Err(e) if e == Errno::ENOENT => match self.recreate_dir(&p) {
+                Ok(np) => op(&np).map(|v| (np, v)),
+                Err(_) => Err(e),
+            },
+            r => r.map(|v| (p, v)),
+        }
+    }
+}
