@@ -15,7 +15,11 @@
 #   --no-build    don't run `cargo build --release` (or set BOUNDFS=path)
 #   --no-install  don't try `apt-get install` for missing fio/mergerfs
 #   --keep        keep the temp tree (logs, raw JSON) afterwards
-# Env: BOUNDFS=path (binary to use), MERGERFS_OPTS (override the mergerfs -o).
+#   --only WL     run only workload group WL: store, load, probe, readdir,
+#                 evict, restart, fio or trace (repeatable)
+# Env: BOUNDFS=path (binary to use), MERGERFS_OPTS (override the mergerfs -o),
+#   BOUNDFS_SHARED (the shared/ folder with traces/; default: ../shared next
+#   to the repository).
 #
 # Report (versions, command lines, table, raw samples) goes to stdout;
 # progress to stderr. Needs root and /dev/fuse. Exit 0 ok, 1 a failure,
@@ -25,10 +29,11 @@ set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
 KV="$REPO/scripts/bench/kvbench.py"
+TRACE="$REPO/scripts/bench/trace.py"
 T_START=$EPOCHREALTIME
 
 # ------------------------------------------------------------------ options
-QUICK=0 N="" REPS="" FILES="" FULL=0 BUILD=1 INSTALL=1 KEEP=${KEEP:-0}
+QUICK=0 N="" REPS="" FILES="" FULL=0 BUILD=1 INSTALL=1 KEEP=${KEEP:-0} ONLY=""
 DIR=${TMPDIR:-/tmp}
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 while (($#)); do
@@ -43,6 +48,7 @@ while (($#)); do
         --no-build) BUILD=0 ;;
         --no-install) INSTALL=0 ;;
         --keep) KEEP=1 ;;
+        --only) ONLY+=" ${2:?--only needs a workload group} "; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "bench: unknown argument: $1 (try --help)" >&2; exit 2 ;;
     esac
@@ -51,10 +57,10 @@ done
 MiB=$((1 << 20))
 if ((QUICK)); then
     : "${N:=128}" "${REPS:=3}" "${FILES:=20000}"
-    PROBE_N=2000 EVICT_MAX_M=64 EVICT_STORE_N=128 FIO_MB=256
+    PROBE_N=2000 EVICT_MAX_M=64 EVICT_STORE_N=128 FIO_MB=256 TRACE_REQ=300
 else
     : "${N:=512}" "${REPS:=5}" "${FILES:=200000}"
-    PROBE_N=10000 EVICT_MAX_M=256 EVICT_STORE_N=512 FIO_MB=1024
+    PROBE_N=10000 EVICT_MAX_M=256 EVICT_STORE_N=512 FIO_MB=1024 TRACE_REQ=4000
 fi
 ((FULL)) && FILES=1000000
 FLAT_N=50000
@@ -67,6 +73,7 @@ DATA_M=$((N * 2))                      # MiB of block data
 BUDGET_M=$((DATA_M * 4 > 1024 ? DATA_M * 4 : 1024))   # no eviction outside (f)
 
 say()  { printf '%s\n' "$*"; }
+want() { [[ -z $ONLY || $ONLY == *" $1 "* ]]; }           # --only filter
 now()  { local t=${EPOCHREALTIME/./}; echo "$t"; }          # microseconds
 usecs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'; }
@@ -253,20 +260,28 @@ fs_stop
 # ------------------------------------------------------------------ datasets (untimed)
 note "setup: $N x 2 MiB blocks (load set), $PROBE_N probe files, $FLAT_N flat files, $FILES restart files in $WORK"
 LOADSET="$WORK/loadset" PROBESET="$WORK/probeset" FLATSET="$WORK/flatset" MANYSET="$WORK/manyset"
-"$PY" "$KV" store "$LOADSET" "$N" --seed load --threads "$THREADS" >"$LOGS/setup-load.json" || die "load set"
-"$PY" "$KV" mkfiles "$PROBESET" "$PROBE_N" --seed probe >"$LOGS/setup-probe.json" || die "probe set"
-"$PY" "$KV" mkflat "$FLATSET" "$FLAT_N" >"$LOGS/setup-flat.json" || die "flat set"
-"$PY" "$KV" mkfiles "$MANYSET" "$FILES" --seed many --layout h3 >"$LOGS/setup-many.json" || die "restart set"
-MANY_PROBE=$("$PY" "$KV" path "$MANYSET" 0 --seed many --layout h3)
-MANY_PROBE_REL=${MANY_PROBE#"$MANYSET"/}
+if want load; then
+    "$PY" "$KV" store "$LOADSET" "$N" --seed load --threads "$THREADS" >"$LOGS/setup-load.json" || die "load set"
+fi
+if want probe; then
+    "$PY" "$KV" mkfiles "$PROBESET" "$PROBE_N" --seed probe >"$LOGS/setup-probe.json" || die "probe set"
+fi
+if want readdir; then
+    "$PY" "$KV" mkflat "$FLATSET" "$FLAT_N" >"$LOGS/setup-flat.json" || die "flat set"
+fi
+if want restart; then
+    "$PY" "$KV" mkfiles "$MANYSET" "$FILES" --seed many --layout h3 >"$LOGS/setup-many.json" || die "restart set"
+    MANY_PROBE=$("$PY" "$KV" path "$MANYSET" 0 --seed many --layout h3)
+    MANY_PROBE_REL=${MANY_PROBE#"$MANYSET"/}
+fi
 sync
-note "setup done ($(metric "$LOGS/setup-many.json" seconds) s for the restart tree)"
+note "setup done"
 
 # warm the backing page cache for the load set (buffered read, native)
 warm() { "$PY" "$KV" load "$LOADSET" "$N" --seed load --threads "$THREADS" >/dev/null; }
 
 # ------------------------------------------------------------------ a. store
-for ((r = 1; r <= REPS; r++)); do
+want store && for ((r = 1; r <= REPS; r++)); do
     note "a. store, rep $r/$REPS"
     for sys in "${SYSTEMS[@]}"; do
         d="$WORK/store-$sys-$r"; mkdir -p "$d/b"
@@ -281,8 +296,8 @@ for ((r = 1; r <= REPS; r++)); do
 done
 
 # ------------------------------------------------------------------ b./c. load
-warm
-for mode in buffered direct; do
+want load && warm
+want load && for mode in buffered direct; do
     wl=load; flag=()
     [[ $mode == direct ]] && { wl=load_direct; flag=(--direct); }
     for ((r = 1; r <= REPS; r++)); do
@@ -297,7 +312,7 @@ for mode in buffered direct; do
 done
 
 # ------------------------------------------------------------------ d. probe
-for ((r = 1; r <= REPS; r++)); do
+want probe && for ((r = 1; r <= REPS; r++)); do
     note "d. probe, rep $r/$REPS"
     for sys in "${SYSTEMS[@]}"; do
         target "$sys" "$PROBESET" "$WORK/mnt-$sys" || { bad probe "$sys" mount; continue; }
@@ -312,7 +327,7 @@ for ((r = 1; r <= REPS; r++)); do
 done
 
 # ------------------------------------------------------------------ e. readdir
-for ((r = 1; r <= REPS; r++)); do
+want readdir && for ((r = 1; r <= REPS; r++)); do
     note "e. readdir, rep $r/$REPS"
     for sys in "${SYSTEMS[@]}"; do
         target "$sys" "$FLATSET" "$WORK/mnt-$sys" || { bad readdir "$sys" mount; continue; }
@@ -324,7 +339,7 @@ done
 
 # ------------------------------------------------------------------ f. eviction (boundfs only)
 PREFILL_N=$((EVICT_MAX_M / 2))
-for ((r = 1; r <= REPS; r++)); do
+want evict && for ((r = 1; r <= REPS; r++)); do
     note "f. eviction, rep $r/$REPS"
     d="$WORK/evict-$r"; mkdir -p "$d/b"
     if fs_start boundfs "$d/b" "$d/m" "${EVICT_MAX_M}M"; then
@@ -356,7 +371,7 @@ done
 
 # ------------------------------------------------------------------ g./h. restart with many files, RSS
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
-for ((r = 1; r <= REPS; r++)); do
+want restart && for ((r = 1; r <= REPS; r++)); do
     note "g. restart ($FILES files), rep $r/$REPS"
     t0=${EPOCHREALTIME/./}
     find "$MANYSET" -printf '%s %T@\n' >/dev/null
@@ -417,7 +432,7 @@ for ((r = 1; r <= REPS; r++)); do
 done
 
 # ------------------------------------------------------------------ fio: large files, plain I/O
-if ((HAVE_FIO)); then
+if ((HAVE_FIO)) && want fio; then
     FIO_COMMON=(--ioengine=psync --invalidate=0 --output-format=json --group_reporting)
     fio_bw() { "$PY" "$KV" fiobw "$1" "$2"; }
     BIG="$WORK/bigfile"; mkdir -p "$BIG"
@@ -447,6 +462,52 @@ if ((HAVE_FIO)); then
     done
 fi
 
+# ------------------------------------------------------------------ t. trace replay
+# The Mooncake trace replayed vLLM-style (trace.py): probe chain, O_DIRECT load
+# of the hit prefix (every byte checked), O_DIRECT tmp+rename store of the rest.
+# native and mergerfs are unbounded; boundfs gets a budget holding about 10%
+# of the distinct blocks (a block also costs its leaf directory's 4 KiB).
+TRACE_BS=$((64 << 10)) TRACE_THREADS=4 TRACE_REPS=$((REPS < 3 ? REPS : 3))
+if want trace; then
+    TRACE_D=$("$PY" "$TRACE" --requests "$TRACE_REQ" distinct) || die "trace.py: no trace (set BOUNDFS_SHARED)"
+    TRACE_MAX_M=$(((TRACE_D / 10 * (TRACE_BS + 8192) + MiB - 1) / MiB))
+    for ((r = 1; r <= TRACE_REPS; r++)); do
+        note "t. trace replay ($TRACE_REQ requests, $TRACE_D distinct blocks), rep $r/$TRACE_REPS"
+        for sys in "${SYSTEMS[@]}"; do
+            d="$WORK/trace-$sys-$r"; mkdir -p "$d/b"
+            max=""; [[ $sys == boundfs ]] && max="${TRACE_MAX_M}M"
+            target "$sys" "$d/b" "$d/m" "$max" || { bad trace "$sys" mount; continue; }
+            [[ $sys == boundfs ]] && "$PY" "$KV" stats "$T" >"$d/before.json"
+            if run_driver trace "$sys" "$d/out.json" 'requests/seconds' -- \
+                "$PY" "$TRACE" --requests "$TRACE_REQ" run "$T" --block-size "$TRACE_BS" --threads "$TRACE_THREADS"; then
+                add trace_hit "$sys" "$(metric "$d/out.json" 'hits/refs')"
+                if [[ $sys == boundfs ]]; then
+                    "$PY" "$KV" stats "$T" >"$d/after.json"
+                    "$PY" "$TRACE" requests "$d/before.json" "$d/after.json" "$d/out.json" \
+                        $((TRACE_MAX_M << 20)) >"$d/req.json" 2>"$d/req.err" ||
+                        bad trace_req boundfs "$(head -1 "$d/req.err")"
+                    for k in per_store syscalls_per_request; do
+                        v=$(metric "$d/req.json" "$k" 2>/dev/null) && [[ $v != None ]] && add "trace_$k" boundfs "$v"
+                    done
+                    # loads of 200 held blocks, twice: entries cold, then cached
+                    if "$PY" "$TRACE" loadpass "$d/b" "$T" 200 >"$d/loadpass.json" 2>"$d/loadpass.err"; then
+                        add trace_per_load boundfs "$(metric "$d/loadpass.json" per_load_first)"
+                        add trace_per_load_again boundfs "$(metric "$d/loadpass.json" per_load_again)"
+                    else bad trace_per_load boundfs "$(tail -1 "$d/loadpass.err")"; fi
+                fi
+            fi
+            [[ $sys == native ]] || fs_stop
+            if [[ $sys == boundfs ]]; then
+                held=$(find "$d/b" -name '*.bin' | wc -l)
+                add trace_ideal boundfs "$("$PY" "$TRACE" --requests "$TRACE_REQ" lru "$held" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["hit_ratio"])')"
+                add trace_held boundfs "$held"
+            fi
+            for f in "$d"/*.json; do cp "$f" "$LOGS/trace-$sys-$r-$(basename "$f")"; done
+            sync; rm -rf "$d"
+        done
+    done
+fi
+
 # ------------------------------------------------------------------ report
 group() { local s=$1 out=""; while ((${#s} > 3)); do out=",${s: -3}$out"; s=${s:0:${#s}-3}; done; echo "$s$out"; }
 fmt() {   # fmt VALUE KIND
@@ -454,6 +515,8 @@ fmt() {   # fmt VALUE KIND
     case $2 in
         int) group "$(printf '%.0f' "$1")" ;;
         sec) printf '%.3f' "$1" ;;
+        frac) printf '%.4f' "$1" ;;
+        dec) printf '%.1f' "$1" ;;
         *)   printf '%.0f' "$1" ;;
     esac
 }
@@ -511,6 +574,7 @@ say "e  kvbench.py readdir DIR --expect $FLAT_N             # scandir of one fla
 say "f  kvbench.py store MNT $PREFILL_N (prefill, untimed); kvbench.py store MNT $EVICT_STORE_N; evictions delta from user.boundfs.stats / s"
 say "g  start daemon on a tree of $FILES empty files (<h[0:3]>/<hash>.bin) until mounted and stat(file) works, then until stats say indexing:false; native = find BACKING -printf '%s %T@\\n'"
 say "h  (VmRSS once indexed - VmRSS over an empty backing) / $FILES"
+want trace && say "t  trace.py --requests $TRACE_REQ run DIR --block-size $TRACE_BS --threads $TRACE_THREADS   # boundfs: max_size=${TRACE_MAX_M:-?}M; ideal = trace.py lru <*.bin left in BACKING>"
 ((HAVE_FIO)) && say "fio --rw=write --bs=4M --size=${FIO_MB}M --nrfiles=4 ${FIO_COMMON[*]}   |   fio --rw=read --bs=1M --size=${FIO_MB}M (one file, warm backing) ${FIO_COMMON[*]}"
 say '```'
 say ""
@@ -527,18 +591,28 @@ row evict_store  "f. store throughput while evicting"                 "MiB/s" mi
 row restart      "g. restart with $FILES files until serving"         "s (lower better)" sec
 row restart_index "g. restart: until the index is complete"         "s (lower better)" sec
 row rss          "h. daemon RSS per indexed file"                     "bytes" int both
-if ((HAVE_FIO)); then
+if want trace; then
+    row trace        "t. trace replay, $TRACE_REQ requests, 64 KiB blocks (boundfs: ${TRACE_MAX_M:-?} MiB budget)" "requests/s" dec
+    row trace_hit    "t. hit ratio (block refs served)"                 "fraction" frac
+    row trace_ideal  "t. ideal block LRU at the blocks boundfs held"     "fraction" frac both
+    row trace_per_store "t. FUSE requests per stored block"           "requests" dec both
+    row trace_per_load  "t. FUSE requests per loaded block, entries cold"   "requests" dec both
+    row trace_per_load_again "t. FUSE requests per loaded block, entries cached" "requests" dec both
+    row trace_syscalls_per_request "t. daemon syscalls per FUSE request" "syscalls" dec both
+fi
+if ((HAVE_FIO)) && want fio; then
     row fio_write "fio seq write 4M, 4 files, buffered"               "MiB/s" mib
     row fio_read  "fio seq read 1M, one file, warm backing"           "MiB/s" mib
 fi
 say ""
-((${#FALLBACK[@]})) && say "† vLLM's O_DIRECT start-up probe failed there (EINVAL), so that store ran buffered, as vLLM falls back to." && say ""
+[[ -n ${FALLBACK[*]:-} ]] && say "† vLLM's O_DIRECT start-up probe failed there (EINVAL), so that store ran buffered, as vLLM falls back to." && say ""
 say "Native column of g is \`find\` over the same tree (reference, not a daemon). Ratios use medians; time rows are lower-is-better."
 say ""
 say "Raw samples (in run order):"
 say ""
 say '```'
-for wl in store load load_direct probe probe_again readdir evict evict_store restart restart_index rss rss_total fio_write fio_read; do
+for wl in store load load_direct probe probe_again readdir evict evict_store restart restart_index rss rss_total fio_write fio_read \
+    trace trace_hit trace_ideal trace_held trace_per_store trace_per_load trace_per_load_again trace_syscalls_per_request; do
     for sys in native mergerfs boundfs; do
         [[ -n ${S[$wl,$sys]:-} || -n ${ERRS[$wl,$sys]:-} ]] || continue
         printf '%-12s %-9s %s%s\n' "$wl" "$sys" "${S[$wl,$sys]:-}" "${ERRS[$wl,$sys]:+  [${ERRS[$wl,$sys]} failed]}"

@@ -40,6 +40,118 @@ pub struct Stats {
     pub reconcile_fixes: AtomicU64,
     /// Stale engine temporaries removed.
     pub stale_tmp_removed: AtomicU64,
+    /// FUSE requests received, per opcode.
+    pub requests: Requests,
+}
+
+/// The FUSE opcodes boundfs counts, by their kernel protocol names
+/// (`include/uapi/linux/fuse.h` without the `FUSE_` prefix), in [`Op`] order.
+/// RENAME counts RENAME and RENAME2; FORGET counts every node of a
+/// BATCH_FORGET (fuser 0.18 hands them over one by one and keeps its
+/// `ForgetOne` private, so the batch itself cannot be counted). Opcodes boundfs leaves
+/// to fuser's defaults (GETLK, BMAP, POLL, COPY_FILE_RANGE …) are not counted.
+pub const OPS: [&str; 34] = [
+    "INIT",
+    "LOOKUP",
+    "FORGET",
+    "GETATTR",
+    "SETATTR",
+    "READLINK",
+    "SYMLINK",
+    "MKNOD",
+    "MKDIR",
+    "UNLINK",
+    "RMDIR",
+    "RENAME",
+    "LINK",
+    "OPEN",
+    "READ",
+    "WRITE",
+    "STATFS",
+    "RELEASE",
+    "FSYNC",
+    "SETXATTR",
+    "GETXATTR",
+    "LISTXATTR",
+    "REMOVEXATTR",
+    "FLUSH",
+    "OPENDIR",
+    "READDIR",
+    "RELEASEDIR",
+    "FSYNCDIR",
+    "ACCESS",
+    "CREATE",
+    "IOCTL",
+    "FALLOCATE",
+    "LSEEK",
+    "DESTROY",
+];
+
+/// A counted FUSE opcode: its index in [`OPS`] and `Stats::requests`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Op {
+    Init,
+    Lookup,
+    Forget,
+    Getattr,
+    Setattr,
+    Readlink,
+    Symlink,
+    Mknod,
+    Mkdir,
+    Unlink,
+    Rmdir,
+    Rename,
+    Link,
+    Open,
+    Read,
+    Write,
+    Statfs,
+    Release,
+    Fsync,
+    Setxattr,
+    Getxattr,
+    Listxattr,
+    Removexattr,
+    Flush,
+    Opendir,
+    Readdir,
+    Releasedir,
+    Fsyncdir,
+    Access,
+    Create,
+    Ioctl,
+    Fallocate,
+    Lseek,
+    Destroy,
+}
+
+/// FUSE requests received per opcode (relaxed atomics, indexed by [`Op`]).
+pub struct Requests([AtomicU64; OPS.len()]);
+
+impl Default for Requests {
+    fn default() -> Self {
+        Requests(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+}
+
+impl std::fmt::Debug for Requests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.snapshot()).finish()
+    }
+}
+
+impl Requests {
+    /// Counts one request of `op`.
+    pub fn count(&self, op: Op) {
+        self.0[op as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Every opcode received at least once, by kernel name, with its count.
+    pub fn snapshot(&self) -> std::collections::BTreeMap<String, u64> {
+        OPS.iter().zip(&self.0).map(|(name, c)| (name.to_string(), c.load(Relaxed))).filter(|&(_, n)| n > 0).collect()
+    }
 }
 
 impl Stats {

@@ -2,6 +2,8 @@
 //! mountpoint's root answers (one line of JSON), what `boundfs status` prints
 //! as a table, and what the metrics file exports.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// One snapshot of a mount. Sizes are bytes, times seconds; counters
@@ -104,6 +106,13 @@ pub struct Status {
     pub reconcile_fixes: u64,
     /// Stale engine temporaries removed (`stale_tmp`).
     pub stale_tmp_removed: u64,
+    /// FUSE requests received since the mount started, per opcode by its
+    /// kernel protocol name (`LOOKUP`, `CREATE`, … see `stats::OPS`); opcodes
+    /// never received are left out.
+    pub requests: BTreeMap<String, u64>,
+    /// Syscalls the daemon issued on BACKING since it started (close(2) of
+    /// dropped fds and the FUSE device's reads and writes not counted).
+    pub syscalls: u64,
     /// While files matching no `pattern` alone are above the high watermark
     /// (eviction then frees only what `max_size` needs): the warning, naming
     /// the biggest of them and the pattern. Empty otherwise.
@@ -118,6 +127,14 @@ impl Status {
     pub fn hit_ratio(&self) -> Option<f64> {
         let all = self.block_opens + self.lookup_misses;
         (all > 0).then(|| self.block_opens as f64 / all as f64)
+    }
+
+    /// The `n` most frequent FUSE opcodes as `LOOKUP 12, OPEN 3`, or `-`.
+    pub fn top_requests(&self, n: usize) -> String {
+        let mut v: Vec<_> = self.requests.iter().collect();
+        v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let s: Vec<String> = v.iter().take(n).map(|(k, c)| format!("{k} {}", count(**c))).collect();
+        if s.is_empty() { "-".to_string() } else { s.join(", ") }
     }
 
     /// The human table of `boundfs status`, for the mount at `mountpoint`.
@@ -199,6 +216,15 @@ impl Status {
                     count(self.reconciles),
                     count(self.reconcile_fixes),
                     count(self.stale_tmp_removed)
+                ),
+            ),
+            (
+                "requests",
+                format!(
+                    "{} FUSE requests ({}), {} syscalls",
+                    count(self.requests.values().sum()),
+                    self.top_requests(4),
+                    count(self.syscalls)
                 ),
             ),
             ("uptime", duration(self.uptime_seconds)),
@@ -326,5 +352,11 @@ mod tests {
         assert_eq!((old.usage, old.max_size, old.dirs), (7, 9, 0));
         assert_eq!(s.hit_ratio(), Some(0.75));
         assert!(s.table("/mnt/kv").contains("hit ratio 75.0%"));
+        let mut r = Status { syscalls: 9, ..Default::default() };
+        r.requests.insert("LOOKUP".into(), 1200);
+        r.requests.insert("OPEN".into(), 3);
+        let j = serde_json::to_string(&r).unwrap();
+        assert!(j.contains(r#""requests":{"LOOKUP":1200,"OPEN":3},"syscalls":9"#), "{j}");
+        assert!(r.table("/m").contains("1,203 FUSE requests (LOOKUP 1,200, OPEN 3), 9 syscalls"));
     }
 }

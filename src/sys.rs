@@ -9,6 +9,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use fuser::Errno;
 
@@ -19,11 +20,30 @@ fn last_errno() -> Errno {
     Errno::from(std::io::Error::last_os_error())
 }
 
-fn check(ret: libc::c_int) -> SysResult<libc::c_int> {
+/// Syscalls the daemon issued on BACKING since it started (see [`tick`]).
+static SYSCALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts one syscall issued. Every wrapper here calls it once per syscall
+/// (through [`check`] and [`check_size`], or directly); code outside this
+/// module that calls libc itself goes through [`check`]. Not counted: close(2)
+/// of dropped fds, the FUSE device's own reads and writes, start-up.
+pub fn tick() {
+    SYSCALLS.fetch_add(1, Relaxed);
+}
+
+/// Syscalls counted by [`tick`] since the daemon started (status `syscalls`).
+pub fn syscalls() -> u64 {
+    SYSCALLS.load(Relaxed)
+}
+
+/// Counts a syscall and turns its `int` result into the errno on failure.
+pub fn check(ret: libc::c_int) -> SysResult<libc::c_int> {
+    tick();
     if ret < 0 { Err(last_errno()) } else { Ok(ret) }
 }
 
 fn check_size(ret: libc::ssize_t) -> SysResult<usize> {
+    tick();
     if ret < 0 { Err(last_errno()) } else { Ok(ret as usize) }
 }
 
@@ -78,6 +98,7 @@ pub fn open_beneath(root: BorrowedFd<'_>, rel: &Path, flags: i32) -> SysResult<O
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64;
     how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    tick();
     let ret = unsafe {
         libc::syscall(
             libc::SYS_openat2,
@@ -153,6 +174,7 @@ pub fn symlinkat(target: &Path, dir: BorrowedFd<'_>, name: &CStr) -> SysResult<(
 /// behind an `O_PATH` fd (needs CAP_DAC_READ_SEARCH, else falls back to /proc).
 pub fn link_fd(fd: BorrowedFd<'_>, newdir: BorrowedFd<'_>, newname: &CStr) -> SysResult<()> {
     let empty = c"";
+    tick();
     let r = unsafe {
         libc::linkat(fd.as_raw_fd(), empty.as_ptr(), newdir.as_raw_fd(), newname.as_ptr(), libc::AT_EMPTY_PATH)
     };
@@ -183,6 +205,7 @@ pub fn readlink_fd(fd: BorrowedFd<'_>) -> SysResult<Vec<u8>> {
 /// The absolute path the kernel currently gives the object behind `fd`
 /// (`readlink /proc/self/fd/N`), or None if it was deleted.
 pub fn fd_path(fd: BorrowedFd<'_>) -> Option<std::path::PathBuf> {
+    tick();
     let p = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
     if p.as_os_str().as_bytes().ends_with(b" (deleted)") {
         return None;
@@ -245,6 +268,7 @@ pub fn fsync(fd: RawFd, datasync: bool) -> SysResult<()> {
 
 /// `lseek(fd, off, whence)`.
 pub fn lseek(fd: RawFd, off: i64, whence: i32) -> SysResult<i64> {
+    tick();
     let r = unsafe { libc::lseek(fd, off, whence) };
     if r < 0 { Err(last_errno()) } else { Ok(r) }
 }
@@ -276,6 +300,7 @@ pub struct DirEnt {
 /// One `getdents64` call on `fd` into a 64 KiB buffer; empty at end of directory.
 pub fn getdents(fd: RawFd) -> SysResult<Vec<DirEnt>> {
     let mut buf = vec![0u8; 64 * 1024];
+    tick();
     let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
     if n < 0 {
         return Err(last_errno());

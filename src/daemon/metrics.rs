@@ -89,6 +89,7 @@ const FAMILIES: &[Family] = &[
     counter("boundfs_reconciles_total", "Reconcile passes over the backing directory.", |s| s.reconciles as f64),
     counter("boundfs_reconcile_fixes_total", "Index entries reconcile passes corrected.", |s| s.reconcile_fixes as f64),
     counter("boundfs_stale_tmp_removed_total", "Stale engine temporaries removed.", |s| s.stale_tmp_removed as f64),
+    counter("boundfs_syscalls_total", "Syscalls the daemon issued on the backing directory.", |s| s.syscalls as f64),
     gauge(
         "boundfs_nonblock_over_high_watermark",
         "1 while files matching no pattern alone are above the high watermark.",
@@ -120,6 +121,12 @@ pub fn render(status: &Status, mountpoint: &str) -> String {
         let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
         let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
         let _ = writeln!(out, "{}{{{label}}} {}", f.name, (f.value)(status));
+    }
+    // One labelled family: a sample per FUSE opcode received (kernel name).
+    let _ = writeln!(out, "# HELP boundfs_fuse_requests_total FUSE requests received, by opcode.");
+    let _ = writeln!(out, "# TYPE boundfs_fuse_requests_total counter");
+    for (op, n) in &status.requests {
+        let _ = writeln!(out, "boundfs_fuse_requests_total{{{label},op=\"{}\"}} {n}", escape(op));
     }
     out
 }
@@ -176,8 +183,10 @@ mod tests {
 
     #[test]
     fn every_family_has_help_type_and_one_labelled_sample() {
-        let s = Status { usage: 7, backing: "/data/\"kv\"".into(), ..Default::default() };
+        let mut s = Status { usage: 7, backing: "/data/\"kv\"".into(), ..Default::default() };
+        s.requests.insert("LOOKUP".into(), 5);
         let text = render(&s, "/mnt/k\\v");
+        assert!(text.contains("boundfs_fuse_requests_total{mountpoint=\"/mnt/k\\\\v\",op=\"LOOKUP\"} 5\n"), "{text}");
         assert!(text.contains("boundfs_usage_bytes{mountpoint=\"/mnt/k\\\\v\"} 7\n"), "{text}");
         assert!(text.contains("backing=\"/data/\\\"kv\\\"\""), "{text}");
         for f in FAMILIES {

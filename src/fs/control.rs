@@ -81,6 +81,8 @@ impl Core {
             sweeper_holder,
             sweeper_heartbeat_age_seconds,
             evict_reranked: Stats::get(&s.evict_reranked),
+            requests: s.requests.snapshot(),
+            syscalls: crate::sys::syscalls(),
             nonblock_warning: self.unevictable.nonblock_warning(),
             pattern_warning: self.unevictable.pattern_warning(),
         }

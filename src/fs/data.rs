@@ -12,7 +12,6 @@ use fuser::{Errno, FileAttr, INodeNo, TimeOrNow};
 
 use std::sync::Arc;
 
-use super::passthrough::read_only;
 use super::{Core, Handle, OpResult, Opened, attr_of};
 use crate::stats::Stats;
 use crate::sys;
@@ -64,6 +63,44 @@ fn dtype(t: u8) -> fuser::FileType {
     }
 }
 
+/// The mode `mode` keeps after an unprivileged write or truncate: without
+/// S_ISUID, and without S_ISGID when S_IXGRP is set (a set-group-ID file
+/// without group-execute is a mandatory-locking marker the VFS leaves alone;
+/// `should_remove_suid` in fs/inode.c). None when nothing changes.
+pub fn killed_privs(mode: u32) -> Option<u32> {
+    let mut m = mode & 0o7777;
+    if mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    m &= !libc::S_ISUID;
+    if m & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP {
+        m &= !libc::S_ISGID;
+    }
+    (m != mode & 0o7777).then_some(m)
+}
+
+/// pwrite of `data` at `off` on handle `h`: through its O_DIRECT twin when
+/// it has one and the piece is aligned, else (or when the device refuses
+/// that alignment) through its ordinary fd.
+fn pwrite(h: &Handle, data: &[u8], off: u64) -> OpResult<usize> {
+    if let Some(d) = h.direct.as_ref().filter(|_| super::direct::aligned(off, data.len())) {
+        match super::direct::write(d, data, off) {
+            Err(e) if e == Errno::EINVAL || e == Errno::ENOMEM => {}
+            r => return r,
+        }
+    }
+    sys::pwrite_full(h.fd.as_raw_fd(), data, off)
+}
+
+/// Clears what [`killed_privs`] says on the open file `fd` of mode `mode`
+/// (fchmod only when a bit is set).
+fn kill_privs(fd: std::os::fd::RawFd, mode: u32) -> OpResult<()> {
+    match killed_privs(mode) {
+        Some(m) => sys::check(unsafe { libc::fchmod(fd, m) }).map(drop),
+        None => Ok(()),
+    }
+}
+
 impl Core {
     /// OPEN: opens the backing file and pins it against eviction until
     /// release. Errors: ENOENT if eviction removed it first (never an fd to a
@@ -79,7 +116,7 @@ impl Core {
                 self.inval.wait_all(crate::fs::INVAL_WAIT);
             }
         })?;
-        self.plan_io(fh, handle, read_only(flags))
+        self.plan_io(fh, handle, flags)
     }
 
     fn open_pinned(&self, ino: INodeNo, flags: i32) -> OpResult<(u64, Arc<Handle>)> {
@@ -99,7 +136,8 @@ impl Core {
             Stats::add(&self.stats.block_opens, 1);
         }
         self.stamp_due(i.key, after.stamp);
-        Ok(self.add_handle(Handle::new(fd, i.key, i.ino)))
+        let direct = super::direct::twin(fd.as_fd(), flags);
+        Ok(self.add_handle(Handle::new(fd, i.key, i.ino).with_direct(direct)))
     }
 
     /// READ `size` bytes at `off`. A read of a block file counts as use.
@@ -112,11 +150,20 @@ impl Core {
         Ok(buf)
     }
 
-    /// WRITE `data` at `off`. Errors: ENOSPC when the bytes it may add can't
-    /// be made room for (nothing else is disturbed), the backing errno.
-    pub fn write(&self, fh: u64, off: u64, data: &[u8]) -> OpResult<u32> {
+    /// WRITE `data` at `off`. `kill_suidgid` (the kernel's
+    /// FUSE_WRITE_KILL_SUIDGID: the writer lacks CAP_FSETID and
+    /// FUSE_HANDLE_KILLPRIV_V2 left the job to us) clears set-user-ID, and
+    /// set-group-ID when group-execute is set, as the VFS does for a write
+    /// (`should_remove_suid`); security.capability is removed by the backing
+    /// filesystem itself on the daemon's write. Errors: ENOSPC when the bytes
+    /// it may add can't be made room for (nothing else is disturbed), the
+    /// backing errno.
+    pub fn write(&self, fh: u64, off: u64, data: &[u8], kill_suidgid: bool) -> OpResult<u32> {
         let h = self.handle(fh)?;
         let st = sys::fstat(h.fd.as_fd())?;
+        if kill_suidgid {
+            kill_privs(h.fd.as_raw_fd(), st.st_mode)?;
+        }
         let room = self.reserve(write_growth(&st, off, data.len() as u64), true)?;
         // The backing filesystem itself may fill up (it may be smaller than
         // max_size, or shared), before the write starts (ENOSPC) or part way
@@ -125,7 +172,7 @@ impl Core {
         let (mut done, mut err, mut retries) = (0usize, None, 0);
         while done < data.len() {
             let rest = (data.len() - done) as u64;
-            match sys::pwrite_full(h.fd.as_raw_fd(), &data[done..], off + done as u64) {
+            match pwrite(&h, &data[done..], off + done as u64) {
                 Ok(k) if k as u64 == rest => done += k,
                 Ok(k) => {
                     done += k;
@@ -170,7 +217,10 @@ impl Core {
         sys::lseek(self.handle(fh)?.fd.as_raw_fd(), off, whence)
     }
 
-    /// SETATTR: mode, owner, size, times, in that order; returns the new attributes.
+    /// SETATTR: mode, owner, size, times, in that order; returns the new
+    /// attributes. `kill_suidgid`: a truncate (size without mode) clears the
+    /// bits [`killed_privs`] names, as the VFS does for an unprivileged
+    /// truncate (with FUSE_HANDLE_KILLPRIV_V2 the kernel leaves it to us).
     #[allow(clippy::too_many_arguments)]
     pub fn setattr(
         &self,
@@ -182,12 +232,11 @@ impl Core {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
+        kill_suidgid: bool,
     ) -> OpResult<FileAttr> {
         let i = self.inode(ino)?;
         let p = sys::proc_path(i.fd().as_raw_fd());
-        let check = |r: libc::c_int| {
-            if r < 0 { Err(Errno::from(std::io::Error::last_os_error())) } else { Ok(()) }
-        };
+        let check = |r: libc::c_int| sys::check(r).map(drop);
         if let Some(m) = mode {
             check(unsafe { libc::chmod(p.as_ptr(), m & 0o7777) })?;
         }
@@ -206,7 +255,13 @@ impl Core {
             let ts = [timespec(atime), timespec(mtime)];
             check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), ts.as_ptr(), 0) })?;
         }
-        let st = sys::fstat(i.fd())?;
+        let mut st = sys::fstat(i.fd())?;
+        if size.is_some() && mode.is_none() && kill_suidgid {
+            if let Some(m) = killed_privs(st.st_mode) {
+                check(unsafe { libc::chmod(p.as_ptr(), m) })?;
+                st = sys::fstat(i.fd())?;
+            }
+        }
         Ok(attr_of(&i, &st))
     }
 
@@ -271,5 +326,21 @@ fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
                 libc::timespec { tv_sec: -(d.as_secs() as i64), tv_nsec: 0 }
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod kill_tests {
+    use super::killed_privs;
+
+    #[test]
+    fn killed_privs_follows_should_remove_suid() {
+        let reg = libc::S_IFREG;
+        assert_eq!(killed_privs(reg | 0o4755), Some(0o755));
+        assert_eq!(killed_privs(reg | 0o6775), Some(0o775));
+        assert_eq!(killed_privs(reg | 0o2745), None, "set-group-ID without group-execute stays");
+        assert_eq!(killed_privs(reg | 0o6745), Some(0o2745));
+        assert_eq!(killed_privs(reg | 0o644), None);
+        assert_eq!(killed_privs(libc::S_IFDIR | 0o2775), None, "directories are not touched");
     }
 }

@@ -20,6 +20,9 @@ use crate::stats::Stats;
 pub struct Handle {
     /// Backing file opened with the client's flags (O_DIRECT stripped).
     pub fd: OwnedFd,
+    /// The same file with O_DIRECT, for a client that opened it O_DIRECT to
+    /// write (aligned WRITEs go through it; see `super::direct`).
+    pub direct: Option<OwnedFd>,
     /// Backing identity, for the ledger.
     pub key: FileKey,
     /// FUSE inode the handle was opened on.
@@ -32,7 +35,13 @@ pub struct Handle {
 impl Handle {
     /// A handle of `fd` on inode `ino` (backing `key`), its mode not yet planned.
     pub fn new(fd: OwnedFd, key: FileKey, ino: u64) -> Self {
-        Handle { fd, key, ino, mode: Mutex::new(None) }
+        Handle { fd, direct: None, key, ino, mode: Mutex::new(None) }
+    }
+
+    /// The handle with `direct` as its O_DIRECT twin.
+    pub fn with_direct(mut self, direct: Option<OwnedFd>) -> Self {
+        self.direct = direct;
+        self
     }
 }
 
@@ -43,7 +52,7 @@ pub struct Opened {
     /// The handle itself (its fd is what a backing id is made from).
     pub handle: Arc<Handle>,
     /// `Passthrough` (answer with this backing id; FOPEN_DIRECT_IO when
-    /// `direct`), `Cached`, or `NeedBacking` (register `handle.fd` with the
+    /// `direct`), `Cached`, `Direct` (FOPEN_DIRECT_IO alone), or `NeedBacking` (register `handle.fd` with the
     /// kernel, then call [`Core::backing_made`]). Never `Busy`.
     pub plan: Plan<BackingId>,
 }
@@ -53,6 +62,12 @@ impl Core {
     /// setting; a core without an adapter never plans passthrough).
     pub fn enable_passthrough(&self, on: bool) {
         self.io.enable(on);
+    }
+
+    /// Write-only opens get FOPEN_DIRECT_IO alone from now on (the adapter
+    /// negotiated FUSE_HANDLE_KILLPRIV_V2).
+    pub fn allow_direct_writers(&self) {
+        self.io.allow_direct_writers();
     }
 
     /// Whether read-only opens currently get passthrough.
@@ -67,11 +82,12 @@ impl Core {
         }
     }
 
-    /// Plans the I/O mode of the fresh handle `fh` (`read_only`: see
-    /// [`super::passthrough::read_only`]). Errors: ETXTBSY when the inode is
-    /// in passthrough mode and no backing id can be had (the handle is closed).
-    pub(super) fn plan_io(&self, fh: u64, handle: Arc<Handle>, read_only: bool) -> OpResult<Opened> {
-        let plan = self.io.plan(handle.ino, read_only);
+    /// Plans the I/O mode of the fresh handle `fh` opened with `flags`
+    /// (open(2) bits; see [`super::passthrough::IoModes::plan_open`]). Errors:
+    /// ETXTBSY when the inode is in passthrough mode and no backing id can be
+    /// had (the handle is closed).
+    pub(super) fn plan_io(&self, fh: u64, handle: Arc<Handle>, flags: i32) -> OpResult<Opened> {
+        let plan = self.io.plan_open(handle.ino, flags);
         self.settle(Opened { fh, handle, plan })
     }
 
@@ -106,6 +122,7 @@ impl Core {
             // Counted as passthrough until the backing id is made or abandoned.
             Plan::NeedBacking { .. } => Mode::Passthrough,
             Plan::Cached => Mode::Cached,
+            Plan::Direct => Mode::Direct,
             Plan::Busy => {
                 // Nothing is counted for a refused open.
                 *o.handle.mode.lock() = None;

@@ -6,8 +6,9 @@
 //! dentry cache keeps every file an engine probed). So at most `fd_cap`
 //! inodes keep their fd ("hot"); colder ones keep only their file handle
 //! (`name_to_handle_at`, which carries the inode generation, so a recycled
-//! inode number answers ESTALE) and are reopened with `open_by_handle_at`
-//! when the kernel next names them. Which fd to close is chosen by a CLOCK
+//! inode number answers ESTALE; taken when the inode is first cooled, so
+//! nothing is spent on it while fds are plentiful) and are reopened with
+//! `open_by_handle_at` when the kernel next names them. Which fd to close is chosen by a CLOCK
 //! (second chance) over the hot inodes. Where handles are unavailable (not
 //! root, or a filesystem without them) inodes keep their fd, as before.
 //!
@@ -73,7 +74,11 @@ struct Slot {
     nlookup: u64,
     key: FileKey,
     fmt: u32,
-    /// File handle to reopen a cold inode; `None`: the fd is never closed.
+    /// The fd may be closed while cold (file handles work here: root, and
+    /// the object is on BACKING's filesystem).
+    coolable: bool,
+    /// File handle to reopen a cold inode, made when it is first cooled
+    /// (never while fds are plentiful).
     handle: Option<Box<[u8]>>,
     /// The inode with its fd, while hot.
     hot: Option<Arc<Inode>>,
@@ -116,7 +121,8 @@ impl InodeTable {
     pub fn with_fd_cap(root_fd: OwnedFd, root_key: FileKey, fd_cap: usize, handles: bool) -> Self {
         let fmt = libc::S_IFDIR;
         let root = Arc::new(Inode { ino: ROOT_INO, key: root_key, fmt, fd: root_fd, used: AtomicBool::new(true) });
-        let slot = Slot { nlookup: 1 << 62, key: root_key, fmt, handle: None, hot: Some(root.clone()) };
+        let slot =
+            Slot { nlookup: 1 << 62, key: root_key, fmt, coolable: false, handle: None, hot: Some(root.clone()) };
         let maps = Maps {
             by_ino: HashMap::from([(ROOT_INO, slot)]),
             by_key: HashMap::from([(root_key, ROOT_INO)]),
@@ -168,8 +174,7 @@ impl InodeTable {
     /// behind `fd`. An object already in the table keeps its inode number; if
     /// it was cold, `fd` becomes its fd, else `fd` is dropped.
     pub fn insert(&self, fd: OwnedFd, key: FileKey, fmt: u32) -> Arc<Inode> {
-        let handle =
-            if self.handles && key.dev == self.root.key.dev { sys::file_handle(fd.as_fd()).ok() } else { None };
+        let coolable = self.handles && key.dev == self.root.key.dev;
         let mut m = self.maps.write();
         let known = m.by_key.get(&key).copied().filter(|ino| m.by_ino.contains_key(ino));
         let ino = match known {
@@ -177,7 +182,7 @@ impl InodeTable {
             None => {
                 let ino = Self::node_id(&mut m, &key, self.root.key.ino);
                 m.by_key.insert(key, ino);
-                m.by_ino.insert(ino, Slot { nlookup: 0, key, fmt, handle: None, hot: None });
+                m.by_ino.insert(ino, Slot { nlookup: 0, key, fmt, coolable, handle: None, hot: None });
                 ino
             }
         };
@@ -187,8 +192,7 @@ impl InodeTable {
             i.used.store(true, Ordering::Relaxed);
             return i.clone();
         }
-        s.handle = handle;
-        let coolable = s.handle.is_some();
+        let coolable = s.coolable;
         let i = Arc::new(Inode { ino, key, fmt, fd, used: AtomicBool::new(true) });
         s.hot = Some(i.clone());
         let cooled = if coolable { Self::warmed(&mut m, ino, self.fd_cap) } else { Vec::new() };
@@ -226,13 +230,25 @@ impl InodeTable {
             budget -= 1;
             let Some(cand) = m.ring.pop_front() else { break };
             let Some(s) = m.by_ino.get_mut(&cand) else { continue };
-            let Some(i) = &s.hot else { continue };
-            if s.handle.is_none() {
+            let Some(i) = s.hot.clone() else { continue };
+            if !s.coolable {
                 continue;
             }
             if i.used.swap(false, Ordering::Relaxed) {
                 m.ring.push_back(cand);
                 continue;
+            }
+            if s.handle.is_none() {
+                // First time cold: its handle now (one name_to_handle_at,
+                // only once the fd cap is reached).
+                match sys::file_handle(i.fd()) {
+                    Ok(h) => s.handle = Some(h),
+                    Err(_) => {
+                        s.coolable = false;
+                        m.hot -= 1;
+                        continue;
+                    }
+                }
             }
             cooled.extend(s.hot.take());
             m.hot -= 1;
@@ -240,7 +256,7 @@ impl InodeTable {
         if m.ring.len() > 2 * cap + 64 {
             // Drop numbers of forgotten or cooled inodes.
             let by_ino = &m.by_ino;
-            m.ring.retain(|n| by_ino.get(n).is_some_and(|s| s.hot.is_some() && s.handle.is_some()));
+            m.ring.retain(|n| by_ino.get(n).is_some_and(|s| s.hot.is_some() && s.coolable));
         }
         cooled
     }
@@ -268,7 +284,7 @@ impl InodeTable {
                 if m.by_key.get(&s.key) == Some(&ino) {
                     m.by_key.remove(&s.key);
                 }
-                if s.hot.is_some() && s.handle.is_some() {
+                if s.hot.is_some() && s.coolable {
                     m.hot -= 1;
                 }
             }

@@ -22,6 +22,7 @@ pub mod lease;
 
 mod control;
 mod data;
+mod direct;
 mod meta;
 mod namespace;
 mod recreate;
@@ -210,12 +211,22 @@ impl Core {
         self.matcher.is_match(Path::new(name))
     }
 
-    /// Path of `name` in the directory behind `dir`, relative to BACKING.
-    /// None if the directory is no longer reachable from BACKING.
-    pub fn rel_path(&self, dir: BorrowedFd<'_>, name: &OsStr) -> Option<PathBuf> {
-        let abs = sys::fd_path(dir)?;
-        let rel = abs.strip_prefix(&self.root_path).ok()?;
-        Some(rel.join(name))
+    /// Path of `name` in directory `dir`, relative to BACKING: from the
+    /// ledger's path of the directory (kept by every rename through the
+    /// mount, corrected by reconcile passes), so the request path makes no
+    /// syscall for it; only a directory the ledger has no path for is asked
+    /// of the kernel (`readlink /proc/self/fd/N`). None if the directory is
+    /// no longer reachable from BACKING.
+    pub fn rel_path(&self, dir: &Inode, name: &OsStr) -> Option<PathBuf> {
+        if dir.ino == inode::ROOT_INO {
+            return Some(PathBuf::from(name));
+        }
+        let known = self.accounts.lock().get(&dir.key).and_then(|e| e.path.as_deref().map(|p| p.join(name)));
+        known.or_else(|| {
+            let abs = sys::fd_path(dir.fd())?;
+            let rel = abs.strip_prefix(&self.root_path).ok()?;
+            Some(rel.join(name))
+        })
     }
 
     /// Minimum seconds between two mtime stamps of one file (`stamp_interval`).
@@ -353,6 +364,7 @@ impl Core {
     /// (the daemon creates everything with its own credentials).
     fn chown_new(&self, fd: BorrowedFd<'_>, who: Caller) {
         if self.euid == 0 && (who.uid != 0 || who.gid != 0) {
+            sys::tick();
             let r = unsafe {
                 libc::fchownat(
                     std::os::fd::AsRawFd::as_raw_fd(&fd),
@@ -376,7 +388,7 @@ impl Core {
         let known = self.accounts.lock().get(&key).is_some();
         if !known {
             let block = fmt == libc::S_IFREG && self.is_block_name(name);
-            let path = self.rel_path(parent.fd(), name);
+            let path = self.rel_path(parent, name);
             let kind = Kind::of_mode(st.st_mode);
             if self.accounts.found(key, sys::allocated(st), block, path, kind, self.now()) {
                 self.wake_evictor();

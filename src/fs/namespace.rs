@@ -9,7 +9,6 @@ use std::path::Path;
 use fuser::{Errno, FileAttr, INodeNo};
 
 use super::accounts::Created;
-use super::passthrough::read_only;
 use super::{Caller, Core, Handle, OpResult, Opened};
 use crate::key::key_of;
 use crate::ledger::Kind;
@@ -86,7 +85,7 @@ impl Core {
             fresh: created,
             size: sys::allocated(&st),
             block,
-            path: self.rel_path(p.fd(), name),
+            path: self.rel_path(&p, name),
             dir: sys::fstat(p.fd()).ok().map(|d| (p.key, sys::allocated(&d))),
             reserved: room.settle(),
         };
@@ -94,11 +93,12 @@ impl Core {
         let after = self.accounts.created(new, self.now(), self.stamp_secs).map_err(|_| Errno::ENOENT)?;
         self.stamp_due(key, after.stamp);
         let inode = self.inodes.insert(path_fd, key, libc::S_IFREG);
-        let (fh, handle) = self.add_handle(Handle::new(fd, key, inode.ino));
+        let direct = super::direct::twin(fd.as_fd(), flags);
+        let (fh, handle) = self.add_handle(Handle::new(fd, key, inode.ino).with_direct(direct));
         if after.wake {
             self.wake_evictor();
         }
-        Ok((super::attr(inode.ino, &st), self.plan_io(fh, handle, read_only(flags))?))
+        Ok((super::attr(inode.ino, &st), self.plan_io(fh, handle, flags)?))
     }
 
     /// Shared tail of mkdir, mknod and symlink: the new object `name` in `p`.
@@ -160,7 +160,7 @@ impl Core {
             // later must not leave it nameless); a file that becomes a block
             // by this link (vLLM's link(tmp, dest)) takes the new name.
             let named_block = self.accounts.lock().get(&i.key).is_some_and(|e| e.block && e.path.is_some());
-            let path = if named_block { None } else { self.rel_path(np.fd(), newname) };
+            let path = if named_block { None } else { self.rel_path(&np, newname) };
             self.accounts.lock().upsert(i.key, sys::allocated(&st), true, path, self.now());
             self.touch(i.key);
         }
@@ -175,7 +175,7 @@ impl Core {
     pub fn unlink(&self, parent: INodeNo, name: &OsStr) -> OpResult<()> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
-        let path = self.rel_path(p.fd(), name);
+        let path = self.rel_path(&p, name);
         let _g = self.dirlocks.lock(&[p.key]);
         let st = sys::fstatat(p.fd(), &c)?;
         sys::unlinkat(p.fd(), &c, 0)?;
@@ -221,8 +221,8 @@ impl Core {
         let p = self.inode(parent)?;
         let np = self.inode(newparent)?;
         let (c, nc) = (sys::cname(name)?, sys::cname(newname)?);
-        let old_path = self.rel_path(p.fd(), name);
-        let new_path = self.rel_path(np.fd(), newname);
+        let old_path = self.rel_path(&p, name);
+        let new_path = self.rel_path(&np, newname);
         let _g = self.dirlocks.lock(&[p.key, np.key]);
         let src = sys::fstatat(p.fd(), &c)?;
         let dst = sys::fstatat(np.fd(), &nc).ok();

@@ -19,6 +19,14 @@
 //!   FOPEN_PASSTHROUGH": its reads and writes are FUSE requests to the
 //!   daemon (counted against the budget), only its mmap maps the backing file.
 //!
+//! - an open for writing only (O_WRONLY) that joins no passthrough readers
+//!   gets FOPEN_DIRECT_IO alone ([`Plan::Direct`]): such an open takes no
+//!   I/O mode in the kernel ("FOPEN_DIRECT_IO without FOPEN_PASSTHROUGH"
+//!   is left out of the inode's mode in `fuse_file_io_open`), so readers
+//!   may still get passthrough beside it, and its writes skip the kernel's
+//!   `file_remove_privs` (the daemon kills suid/sgid instead, see
+//!   FUSE_HANDLE_KILLPRIV_V2 in `crate::fuse`).
+//!
 //! Lock order: `IoModes::state` is a leaf lock; the backing id is created and
 //! dropped (each an ioctl) outside it.
 
@@ -36,6 +44,9 @@ pub enum Mode {
     Passthrough,
     /// Page-cache mode: reads and writes are FUSE requests served by the daemon.
     Cached,
+    /// FOPEN_DIRECT_IO alone (a write-only open): no kernel I/O mode, writes
+    /// are FUSE requests served by the daemon.
+    Direct,
 }
 
 /// What an open should answer. `direct` asks for FOPEN_DIRECT_IO beside
@@ -49,6 +60,9 @@ pub enum Plan<B> {
     NeedBacking { direct: bool },
     /// Answer without passthrough (already counted).
     Cached,
+    /// Answer FOPEN_DIRECT_IO without passthrough (not counted: it takes no
+    /// I/O mode of the inode).
+    Direct,
     /// Refuse with ETXTBSY: the inode is in passthrough mode but no backing
     /// id could be made for it (only after the kernel refused one).
     Busy,
@@ -71,13 +85,37 @@ struct State<B> {
 /// (`fuser::BackingId`; tests use a stand-in).
 pub struct IoModes<B> {
     enabled: AtomicBool,
+    /// FUSE_HANDLE_KILLPRIV_V2 was negotiated: write-only opens may get
+    /// [`Plan::Direct`] (see [`IoModes::plan_open`]).
+    direct_writers: AtomicBool,
     state: Mutex<State<B>>,
 }
 
 impl<B> IoModes<B> {
     /// Modes with passthrough on or off.
     pub fn new(enabled: bool) -> Self {
-        IoModes { enabled: AtomicBool::new(enabled), state: Mutex::new(State { inodes: HashMap::new() }) }
+        IoModes {
+            enabled: AtomicBool::new(enabled),
+            direct_writers: AtomicBool::new(false),
+            state: Mutex::new(State { inodes: HashMap::new() }),
+        }
+    }
+
+    /// Lets write-only opens be answered FOPEN_DIRECT_IO alone (the adapter
+    /// negotiated FUSE_HANDLE_KILLPRIV_V2, so the daemon kills privileges).
+    pub fn allow_direct_writers(&self) {
+        self.direct_writers.store(true, Ordering::Relaxed);
+    }
+
+    /// Plans an open of inode `ino` with `flags` (open(2) bits): a write-only
+    /// one through [`IoModes::plan_writer`] once direct writers are allowed,
+    /// any other through [`IoModes::plan`].
+    pub fn plan_open(&self, ino: u64, flags: i32) -> Plan<B> {
+        if self.direct_writers.load(Ordering::Relaxed) && flags & libc::O_ACCMODE == libc::O_WRONLY {
+            self.plan_writer(ino)
+        } else {
+            self.plan(ino, read_only(flags))
+        }
     }
 
     /// Whether read-only opens currently get passthrough.
@@ -112,6 +150,20 @@ impl<B> IoModes<B> {
         }
         io.cached += 1;
         Plan::Cached
+    }
+
+    /// Decides the mode of a write-only open of inode `ino`: it joins
+    /// passthrough readers as [`IoModes::plan`] would, else [`Plan::Direct`].
+    pub fn plan_writer(&self, ino: u64) -> Plan<B> {
+        {
+            let s = self.state.lock();
+            if !s.inodes.get(&ino).is_some_and(|io| io.passthrough > 0) {
+                return Plan::Direct;
+            }
+        }
+        // Readers left meanwhile: plan() then counts it as cached, which is
+        // also correct (only less cheap).
+        self.plan(ino, false)
     }
 
     /// Records the backing id created after [`Plan::NeedBacking`]; returns
@@ -167,6 +219,7 @@ impl<B> IoModes<B> {
         match mode {
             Mode::Passthrough => io.passthrough = io.passthrough.saturating_sub(1),
             Mode::Cached => io.cached = io.cached.saturating_sub(1),
+            Mode::Direct => {}
         }
         let backing = if io.passthrough == 0 { io.backing.take() } else { None };
         if io.passthrough == 0 && io.cached == 0 {

@@ -80,3 +80,23 @@ fn disabled_means_cached_for_everyone_and_failure_falls_back() {
     assert!(matches!(m.abandon(8, false), Plan::Cached));
     assert!(matches!(m.plan(8, false), Plan::Cached), "writer beside the fallen-back reader");
 }
+
+#[test]
+fn write_only_opens_take_no_mode_unless_readers_are_in_passthrough() {
+    let m: IoModes<Id> = IoModes::new(true);
+    assert!(matches!(m.plan_open(7, libc::O_WRONLY), Plan::Cached), "direct writers not allowed yet");
+    assert!(m.release(7, Mode::Cached).is_none());
+    m.allow_direct_writers();
+    assert!(matches!(m.plan_open(7, libc::O_WRONLY), Plan::Direct));
+    assert!(matches!(m.plan_open(7, libc::O_RDWR), Plan::Cached), "a reader-writer keeps the page cache");
+    assert!(m.release(7, Mode::Cached).is_none());
+    // A direct-I/O writer takes no kernel I/O mode: a reader still gets passthrough.
+    let id = backed(&m, 7, 3);
+    match m.plan_open(7, libc::O_WRONLY) {
+        Plan::Passthrough { id: got, direct: true } => assert_eq!(got, id),
+        p => panic!("a writer beside passthrough readers must join them with direct I/O: {p:?}"),
+    }
+    assert!(m.release(7, Mode::Direct).is_none());
+    assert!(m.release(7, Mode::Passthrough).is_none());
+    assert_eq!(m.release(7, Mode::Passthrough), Some(id), "the last passthrough open hands the backing id back");
+}

@@ -17,6 +17,7 @@ use fuser::{
 
 use crate::fs::passthrough::Plan;
 use crate::fs::{Caller, Core, Opened, Xattr};
+use crate::stats::Op;
 
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
 /// filesystem (overlayfs, as in most containers); nothing stacks on boundfs.
@@ -29,6 +30,8 @@ pub struct BoundFs {
     /// FUSE_DONT_MASK was negotiated: CREATE, MKDIR and MKNOD carry the
     /// client's umask unapplied (see [`Core::creation_mode`]).
     dont_mask: bool,
+    /// FUSE_HANDLE_KILLPRIV_V2 was negotiated (see [`Filesystem::init`]).
+    killpriv: bool,
 }
 
 impl BoundFs {
@@ -37,7 +40,7 @@ impl BoundFs {
     /// `passthrough` is set and the kernel and our privileges allow it.
     pub fn new(core: Arc<Core>, ttl: Duration, passthrough: bool) -> Self {
         core.enable_passthrough(passthrough);
-        BoundFs { core, ttl, dont_mask: false }
+        BoundFs { core, ttl, dont_mask: false, killpriv: false }
     }
 
     /// The mode to create an object with under `parent`: the kernel applied
@@ -67,6 +70,7 @@ impl BoundFs {
                 let flags = if direct { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::empty() };
                 (o.fh, flags, Some(id))
             }
+            Plan::Direct => (o.fh, FopenFlags::FOPEN_DIRECT_IO, None),
             _ => (o.fh, FopenFlags::empty(), None),
         })
     }
@@ -103,6 +107,7 @@ macro_rules! reply_err {
 
 impl Filesystem for BoundFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        self.core.stats.requests.count(Op::Init);
         // READ and WRITE requests: fuser asks for its largest max_write (16 MiB)
         // and max_pages to match; the kernel caps both at
         // fs.fuse.max_pages_limit pages (256 = 1 MiB by default), so requests
@@ -111,6 +116,17 @@ impl Filesystem for BoundFs {
         // (POSIX.1e); the kernel applies it to every create unless the
         // daemon takes it over (fs/fuse/dir.c, FUSE_DONT_MASK).
         self.dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
+        // Before a file's first write the kernel asks GETXATTR
+        // security.capability (file_remove_privs), one round trip per stored
+        // block. With FUSE_HANDLE_KILLPRIV_V2 the daemon kills suid/sgid on
+        // WRITE (FUSE_WRITE_KILL_SUIDGID) and truncate, and write-only opens
+        // answered FOPEN_DIRECT_IO skip file_remove_privs altogether
+        // (fs/fuse/file.c, fuse_direct_write_iter); caps go with the daemon's
+        // own write to the backing file (the backing filesystem removes them).
+        self.killpriv = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2).is_ok();
+        if self.killpriv {
+            self.core.allow_direct_writers();
+        }
         if self.core.passthrough_enabled() && unsafe { libc::geteuid() } != 0 {
             // FUSE_DEV_IOC_BACKING_OPEN needs CAP_SYS_ADMIN (fs/fuse/backing.c).
             self.core.no_passthrough("not root: registering backing files needs CAP_SYS_ADMIN");
@@ -127,7 +143,12 @@ impl Filesystem for BoundFs {
         Ok(())
     }
 
+    fn destroy(&mut self) {
+        self.core.stats.requests.count(Op::Destroy);
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.core.stats.requests.count(Op::Lookup);
         match self.core.lookup(parent, name) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(Errno::ENOENT) if !self.ttl.is_zero() => reply.entry(&self.ttl, &negative_entry(), Generation(0)),
@@ -136,10 +157,12 @@ impl Filesystem for BoundFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.core.stats.requests.count(Op::Forget);
         self.core.inodes.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.core.stats.requests.count(Op::Getattr);
         match self.core.getattr(ino, fh.map(|f| f.0)) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(reply, "getattr", e),
@@ -148,7 +171,7 @@ impl Filesystem for BoundFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -164,13 +187,18 @@ impl Filesystem for BoundFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        match self.core.setattr(ino, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime) {
+        self.core.stats.requests.count(Op::Setattr);
+        // FATTR_KILL_SUIDGID is not passed on by fuser: a caller other than
+        // root stands for "lacks CAP_FSETID".
+        let kill = self.killpriv && req.uid() != 0;
+        match self.core.setattr(ino, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, kill) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(reply, "setattr", e),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.core.stats.requests.count(Op::Readlink);
         match self.core.readlink(ino) {
             Ok(t) => reply.data(&t),
             Err(e) => reply_err!(reply, "readlink", e),
@@ -178,6 +206,7 @@ impl Filesystem for BoundFs {
     }
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        self.core.stats.requests.count(Op::Mknod);
         match self.core.mknod(parent, name, self.creation_mode(parent, mode, umask), rdev, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "mknod", e),
@@ -185,6 +214,7 @@ impl Filesystem for BoundFs {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        self.core.stats.requests.count(Op::Mkdir);
         match self.core.mkdir(parent, name, self.creation_mode(parent, mode, umask), who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "mkdir", e),
@@ -192,6 +222,7 @@ impl Filesystem for BoundFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Unlink);
         match self.core.unlink(parent, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "unlink", e),
@@ -199,6 +230,7 @@ impl Filesystem for BoundFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Rmdir);
         match self.core.rmdir(parent, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "rmdir", e),
@@ -206,6 +238,7 @@ impl Filesystem for BoundFs {
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        self.core.stats.requests.count(Op::Symlink);
         match self.core.symlink(parent, link_name, target, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "symlink", e),
@@ -222,6 +255,7 @@ impl Filesystem for BoundFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.core.stats.requests.count(Op::Rename);
         match self.core.rename(parent, name, newparent, newname, flags.bits()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "rename", e),
@@ -229,6 +263,7 @@ impl Filesystem for BoundFs {
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        self.core.stats.requests.count(Op::Link);
         match self.core.link(ino, newparent, newname) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(reply, "link", e),
@@ -236,6 +271,7 @@ impl Filesystem for BoundFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.core.stats.requests.count(Op::Open);
         let answer = self.core.open(ino, flags.0).and_then(|o| self.answer(o, |fd| reply.open_backing(fd)));
         match answer {
             Ok((fh, f, Some(id))) => reply.opened_passthrough(FileHandle(fh), f, &id),
@@ -255,6 +291,7 @@ impl Filesystem for BoundFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.core.stats.requests.count(Op::Read);
         match self.core.read(fh.0, offset, size) {
             Ok(buf) => reply.data(&buf),
             Err(e) => reply_err!(reply, "read", e),
@@ -268,12 +305,14 @@ impl Filesystem for BoundFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.core.write(fh.0, offset, data) {
+        self.core.stats.requests.count(Op::Write);
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match self.core.write(fh.0, offset, data, kill) {
             Ok(n) => reply.written(n),
             Err(e) => reply_err!(reply, "write", e),
         }
@@ -284,6 +323,7 @@ impl Filesystem for BoundFs {
     /// trip per close. Where BACKING commits at close (`flush`), the backing
     /// file is flushed first (see `Core::flush`).
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Flush);
         match self.core.flush(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) if e == Errno::ENOSYS => reply.error(e),
@@ -304,6 +344,7 @@ impl Filesystem for BoundFs {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
+        self.core.stats.requests.count(Op::Ioctl);
         reply.error(Errno::ENOTTY);
     }
 
@@ -317,12 +358,14 @@ impl Filesystem for BoundFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.core.stats.requests.count(Op::Release);
         let backing = self.core.release(fh.0);
         reply.ok();
         drop(backing);
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Fsync);
         match self.core.fsync(fh.0, datasync) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "fsync", e),
@@ -330,6 +373,7 @@ impl Filesystem for BoundFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.core.stats.requests.count(Op::Opendir);
         match self.core.opendir(ino) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply_err!(reply, "opendir", e),
@@ -337,6 +381,7 @@ impl Filesystem for BoundFs {
     }
 
     fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        self.core.stats.requests.count(Op::Readdir);
         let r = self.core.readdir(fh.0, offset as i64, |ino, next, kind, name| {
             reply.add(INodeNo(ino), next as u64, kind, OsStr::from_bytes(name))
         });
@@ -347,15 +392,18 @@ impl Filesystem for BoundFs {
     }
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Releasedir);
         self.core.releasedir(fh.0);
         reply.ok();
     }
 
     fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Fsyncdir);
         reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.core.stats.requests.count(Op::Statfs);
         match self.core.statfs() {
             Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
             Err(e) => reply_err!(reply, "statfs", e),
@@ -372,6 +420,7 @@ impl Filesystem for BoundFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.core.stats.requests.count(Op::Setxattr);
         match self.core.setxattr(ino, name, value, flags, req.uid()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "setxattr", e),
@@ -379,6 +428,7 @@ impl Filesystem for BoundFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.core.stats.requests.count(Op::Getxattr);
         match self.core.getxattr(ino, name, size) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
@@ -387,6 +437,7 @@ impl Filesystem for BoundFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.core.stats.requests.count(Op::Listxattr);
         match self.core.listxattr(ino, size) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
@@ -395,6 +446,7 @@ impl Filesystem for BoundFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Removexattr);
         match self.core.removexattr(ino, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "removexattr", e),
@@ -402,6 +454,7 @@ impl Filesystem for BoundFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        self.core.stats.requests.count(Op::Access);
         match self.core.access(ino, mask.bits(), req.uid(), req.gid()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "access", e),
@@ -418,6 +471,7 @@ impl Filesystem for BoundFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.core.stats.requests.count(Op::Create);
         let answer = self
             .core
             .create(parent, name, self.creation_mode(parent, mode, umask), flags, who(req))
@@ -440,6 +494,7 @@ impl Filesystem for BoundFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.core.stats.requests.count(Op::Fallocate);
         match self.core.fallocate(fh.0, offset, length, mode) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(reply, "fallocate", e),
@@ -447,6 +502,7 @@ impl Filesystem for BoundFs {
     }
 
     fn lseek(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+        self.core.stats.requests.count(Op::Lseek);
         match self.core.lseek(fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
             Err(e) => reply_err!(reply, "lseek", e),

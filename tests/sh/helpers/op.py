@@ -152,6 +152,21 @@ def run(op, a):
         finally:
             os.close(fd)
         return ""
+    if op == "pwrite":
+        # pwrite PATH FLAGS TEXT: open an existing file with FLAGS (w, rw,
+        # w,direct ...; no O_CREAT, no O_TRUNC), write TEXT at offset 0, close
+        # (with direct: TEXT padded to 4 KiB in an aligned buffer)
+        fd = os.open(a[0], flags_of(a[1]))
+        data = a[2].encode()
+        if "direct" in a[1].split(","):
+            buf = mmap.mmap(-1, 4096)
+            buf.write(data[:4096])
+            data = buf
+        try:
+            os.pwrite(fd, data, 0)
+        finally:
+            os.close(fd)
+        return ""
     if op == "writedirect":
         # writedirect PATH SIZE [SEED]: one aligned O_DIRECT write of the
         # whole buffer (vLLM store pattern); a short write is continued, so
