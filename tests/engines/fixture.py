@@ -189,18 +189,23 @@ class Mount:
         check(rc == 0, "daemon exited with %d after umount, expected 0" % rc)
         check(_mounts_at(self.mnt) is None, "still mounted after the daemon exited")
 
-    def cleanup(self, keep=False):
-        """Unmount (lazily if need be), stop the daemon, remove the tree."""
+    def unmount(self, wait=5):
+        """Unmount (lazily if need be) and stop the daemon: it must exit
+        within `wait` seconds, else it is killed."""
         if _mounts_at(self.mnt):
             if subprocess.run(["umount", self.mnt], capture_output=True).returncode != 0:
                 subprocess.run(["umount", "-l", self.mnt], capture_output=True)
         if self.proc is not None:
             try:
-                self.proc.wait(5)
+                self.proc.wait(wait)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
             self.proc = None
+
+    def cleanup(self, keep=False):
+        """Unmount (lazily if need be), stop the daemon, remove the tree."""
+        self.unmount()
         if keep:
             print("[%s] kept %s" % (NAME, self.tmp), file=sys.stderr)
         else:

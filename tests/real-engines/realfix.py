@@ -101,17 +101,7 @@ class Backing:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
-        m = self.m
-        if fixture._mounts_at(m.mnt):  # the daemon first: it holds BACKING open
-            if subprocess.run(["umount", m.mnt], capture_output=True).returncode != 0:
-                subprocess.run(["umount", "-l", m.mnt], capture_output=True)
-        if m.proc is not None:
-            try:
-                m.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                m.proc.kill()
-                m.proc.wait()
-            m.proc = None
+        self.m.unmount(wait=10)  # the daemon first: it holds BACKING open
         if self.mounted:
             if subprocess.run(["umount", self.m.backing], capture_output=True).returncode != 0:
                 subprocess.run(["umount", "-l", self.m.backing], capture_output=True)
