@@ -439,3 +439,22 @@ pub fn open_handle(mount_fd: BorrowedFd<'_>, handle: &[u8]) -> SysResult<OwnedFd
     })?;
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+/// Size in bytes and mtime in Unix seconds of the file open at `fd`, asked of
+/// the filesystem itself (`statx` with `AT_STATX_FORCE_SYNC`), not a network
+/// or FUSE client's attribute cache (JuiceFS keeps one for 1 s).
+pub fn size_synced(fd: BorrowedFd<'_>) -> SysResult<(u64, u64)> {
+    let mut stx = MaybeUninit::<libc::statx>::uninit();
+    let empty = c"";
+    check(unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_FORCE_SYNC,
+            libc::STATX_SIZE | libc::STATX_MTIME,
+            stx.as_mut_ptr(),
+        )
+    })?;
+    let stx = unsafe { stx.assume_init() };
+    Ok((stx.stx_size, u64::try_from(stx.stx_mtime.tv_sec).unwrap_or(0)))
+}

@@ -71,6 +71,8 @@ impl Core {
                 ticket = t.or(ticket);
             }
         }
+        // Shared tier: tell the other nodes at once (fs/journal.rs).
+        self.journal_publish();
         if let Some(t) = ticket.filter(|_| wait) {
             self.inval.wait(t, INVAL_WAIT);
         }
@@ -170,6 +172,7 @@ impl Core {
             }
         };
         drop(victim);
+        self.journal_record(key.ino, rel);
         Stats::add(&self.stats.evictions, 1);
         Stats::add(&self.stats.evicted_bytes, freed);
         drop(guard);

@@ -18,6 +18,7 @@ pub mod passthrough;
 pub mod stamps;
 
 mod evict;
+pub mod journal;
 pub mod lease;
 
 mod control;
@@ -117,6 +118,9 @@ pub struct Core {
     /// then each reconcile pass). A victim whose mtime is newer was stamped
     /// since, by another node's use, and is re-ranked instead of evicted.
     pub recency_seen_ns: AtomicI64,
+    /// Shared mode: the removals this node publishes and reads from the
+    /// other nodes (see [`journal`]).
+    journal: journal::Journal,
     /// The start-up index's report once it is complete (`None` while it runs).
     index: (Mutex<Option<ScanReport>>, Condvar),
     /// The one handle table: fh → handle (fd, key, inode, I/O mode).
@@ -163,6 +167,7 @@ impl Core {
             flush_backing: false,
             sweeping: AtomicBool::new(false),
             recency_seen_ns: AtomicI64::new(unix_ns()),
+            journal: Default::default(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
             io: IoModes::new(false),
@@ -335,6 +340,11 @@ impl Core {
                     }
                 }
             };
+            // Shared tier: blocks other nodes evicted since this node last
+            // read their journals are free already (see fs/journal.rs).
+            if self.journal_apply(false) > 0 {
+                continue;
+            }
             // What can never fit fails at once, without evicting anything.
             if short > evictable || self.evict(short, wait) == 0 {
                 break;

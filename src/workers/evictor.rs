@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::fs::Core;
+use crate::fs::journal::SWEEP_BATCHES;
 use crate::stats::Stats;
 
 /// Shortest time between two info lines about eviction sweeps. Under a
@@ -80,6 +81,8 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         // fs/recreate.rs), so inline evictions leave no empty directories
         // behind to fill the shared budget.
         core.reap_empty_dirs();
+        // Shared tier: what the other nodes evicted stops counting here.
+        core.journal_apply(false);
         if core.shared && !lease.poll(&core) {
             // Shared tier: only the sweeper sweeps, so no two nodes evict the
             // same excess; this node evicts inline for its own writes only
@@ -99,11 +102,16 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         // Non-block usage alone above the high watermark: the low one can't
         // be reached; evict only what max_size itself needs (see fs/unevictable.rs).
         let stuck = core.unevictable.over_high(&core);
-        loop {
-            let excess = if stuck { core.accounts().over_max() } else { core.accounts().excess() };
-            if excess == 0 || core.evict(excess, true) == 0 || stop() {
-                break;
-            }
+        let measure = || {
+            // Shared tier: re-read what the other nodes evicted (inline, for
+            // their writes) before each batch, so it is not evicted twice.
+            core.journal_apply(true);
+            if stuck { core.accounts().over_max() } else { core.accounts().excess() }
+        };
+        let mut excess = measure();
+        let batch = if core.shared { excess.div_ceil(SWEEP_BATCHES).max(1) } else { u64::MAX };
+        while excess > 0 && core.evict(excess.min(batch), true) > 0 && !stop() {
+            excess = measure();
         }
         let took = t0.elapsed();
         Stats::add(&st.eviction_sweeps, 1);

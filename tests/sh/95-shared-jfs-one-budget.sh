@@ -11,9 +11,9 @@
 #   (N-1) x one node's store rate x (reconcile_interval + the longest pass,
 #   read from the nodes' logs, at least 1 s), and every stretch over max_size
 #   is shorter than reconcile_interval + that pass + 0.5 s (sampling);
-# - no over-eviction beyond the same lag: after the first fill, usage never
-#   falls below low_watermark x max_size minus that bound, and its mean
-#   stays at or above the low watermark;
+# - no over-eviction: after the first fill, usage never falls below
+#   low_watermark x max_size minus one block, and its mean stays at or above
+#   the low watermark;
 # - exactly one node sweeps (status on both says who), and df shows the
 #   shared budget on both;
 # - held blocks read back exact, hot blocks read on node 2 survive node 1's
@@ -52,10 +52,13 @@ assert_eq True "$(g filled)" "the shared tier filled to the low watermark"
 assert_le "$(g peak_over)" "$bound" "peak usage over max_size (bytes)"
 $PY -c "import sys; sys.exit(0 if $(g longest_over_s) <= $RI + $pass_ms / 1000 + 0.5 else 1)" ||
     fail "usage stayed over max_size $(g longest_over_s)s, longer than reconcile_interval + the longest pass + 0.5 s"
-# the same lag the other way: the sweeper still counts what node 2 evicted
-# inline since its last pass, so it may sweep that much too far
-low_floor=$((MAX * 9 / 10 - bound))
-assert_ge "$(g min_after_fill)" "$low_floor" "lowest usage after the fill (low watermark minus the bound)"
+# no over-eviction (issue 12 item 3): the sweeper reads what node 2 evicted
+# inline from node 2's removal journal before each batch, so usage stays at
+# or above the low watermark minus one block (the base build, which learned
+# node 2's evictions only at its reconcile pass: 84.8 % here, 78.5 % in the
+# 5-minute form, both below this floor of 86.9 %)
+low_floor=$((MAX * 9 / 10 - BLOCK))
+assert_ge "$(g min_after_fill)" "$low_floor" "lowest usage after the fill (low watermark minus one block)"
 # one sweeper: the base build (every node sweeping by its own count) sat at
 # 84 % on average here, this one at 96 %
 $PY -c "import sys; sys.exit(0 if $(g mean_occupancy) >= 0.9 else 1)" ||

@@ -1,0 +1,367 @@
+//! The removal journal of the shared tier (`-o shared`): every node publishes
+//! the block files its evictions removed, and every node drops from its
+//! ledger the ones its peers removed, within a fraction of a second instead
+//! of at its next reconcile pass.
+//!
+//! Why: each node counts the whole shared tree (its own stores and evictions
+//! at once, the others' at its reconcile pass). Until that pass the sweeper
+//! still counted blocks another node had evicted inline for its writes, so it
+//! swept that much below the low watermark (tests/sh/95, 5 minutes: lowest
+//! 78.5 % of max_size with the low watermark at 90 %). With the journal the
+//! sweeper reads its peers' removals before each batch of victims
+//! ([`SWEEP_BATCHES`] per sweep), so it misses at most what they removed
+//! during one batch.
+//!
+//! Layout: `BACKING/.boundfs/evicted/ID.GEN.log`, one file per node and
+//! generation, ID = `host-pid-start` (start in Unix seconds), lines
+//! `INO PATH\n` (PATH relative to BACKING, `%` and newline escaped as `%25`
+//! and `%0A`). A node appends what it removed after each eviction call
+//! (`open(O_APPEND)`, write, close: distributed filesystems commit at close,
+//! so the lines are visible to every node once close returns) and starts a
+//! new generation past [`ROTATE_BYTES`], removing the one before the last.
+//! Files of nodes gone for [`STALE_AFTER`] are removed by the sweeper.
+//!
+//! Applying a line is idempotent and exact: the entry `(BACKING's st_dev,
+//! INO)` is dropped only while it is live, unopened and has that same path,
+//! so a block this node's eviction or reconcile pass already let go, or a
+//! new file under the name, is left alone. The peer's `unlinkat` of that
+//! name and inode succeeded, so nothing is stat'ed (this node's client may
+//! still have the name in its entry cache for a second).
+//!
+//! Lock order: `pending` is a leaf lock (held for a push or a swap, never
+//! across a syscall); `io` is taken with no other lock held and held only
+//! across I/O on the journal files.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fuser::Errno;
+use parking_lot::Mutex;
+
+use super::Core;
+use super::lease::LEASE_DIR;
+use crate::key::FileKey;
+use crate::sys;
+
+/// Directory of the journal files inside [`LEASE_DIR`].
+pub const JOURNAL_DIR: &str = "evicted";
+/// A node starts a new generation of its journal file past this many bytes
+/// (about 10,000 removals of vLLM-style paths).
+pub const ROTATE_BYTES: u64 = 1 << 20;
+/// Journal files not written for this long belong to nodes that are gone;
+/// the sweeper removes them.
+pub const STALE_AFTER: Duration = Duration::from_secs(3600);
+/// A background sweep evicts its excess in at most this many batches of
+/// `excess / SWEEP_BATCHES` bytes (at least one victim each), re-reading the
+/// peers' journals between them.
+pub const SWEEP_BATCHES: u64 = 8;
+/// Shortest time between two reads of the peers' journals outside a sweep
+/// (the evictor's loop and inline eviction on a write).
+pub const READ_GAP: Duration = Duration::from_millis(100);
+
+/// This node's side of the journal. See the module docs.
+#[derive(Default)]
+pub struct Journal {
+    /// Removals not yet published: (inode number, path relative to BACKING).
+    pending: Mutex<Vec<(u64, PathBuf)>>,
+    /// The journal files' state (held across their I/O only).
+    io: Mutex<Io>,
+}
+
+#[derive(Default)]
+struct Io {
+    /// This node's id (file name prefix), set on first use.
+    id: String,
+    /// This node's generation and its file's length.
+    generation: u64,
+    written: u64,
+    /// The journal directory, opened on first use (dropped on an error).
+    dir: Option<OwnedFd>,
+    /// Per peer id: the generation and offset read up to.
+    peers: HashMap<String, (u64, u64)>,
+    last_read: Option<Instant>,
+    last_clean: Option<Instant>,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn node_id() -> String {
+    let mut buf = [0u8; 256];
+    let host = if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
+        let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        buf[..n].iter().map(|&b| if b.is_ascii_alphanumeric() || b == b'-' { b as char } else { '_' }).collect()
+    } else {
+        "node".to_string()
+    };
+    format!("{host}-{}-{}", std::process::id(), unix_now())
+}
+
+/// `ID.GEN.log` → (ID, GEN).
+fn parse_name(name: &[u8]) -> Option<(String, u64)> {
+    let s = std::str::from_utf8(name).ok()?.strip_suffix(".log")?;
+    let (id, generation) = s.rsplit_once('.')?;
+    Some((id.to_string(), generation.parse().ok()?))
+}
+
+fn escape(path: &Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &b in path.as_os_str().as_bytes() {
+        match b {
+            b'%' => out.extend_from_slice(b"%25"),
+            b'\n' => out.extend_from_slice(b"%0A"),
+            _ => out.push(b),
+        }
+    }
+    out
+}
+
+fn unescape(s: &[u8]) -> PathBuf {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        match &s[i..] {
+            [b'%', b'2', b'5', ..] => (out.push(b'%'), i += 3).1,
+            [b'%', b'0', b'A', ..] => (out.push(b'\n'), i += 3).1,
+            _ => (out.push(s[i]), i += 1).1,
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// Parses complete lines of `buf` into (inode number, path); returns them and
+/// the bytes consumed (a last line without its newline is left for later).
+fn parse_lines(buf: &[u8]) -> (Vec<(u64, PathBuf)>, usize) {
+    let mut out = Vec::new();
+    let mut used = 0;
+    while let Some(n) = buf[used..].iter().position(|&b| b == b'\n') {
+        let line = &buf[used..used + n];
+        used += n + 1;
+        let Some(sp) = line.iter().position(|&b| b == b' ') else { continue };
+        let Some(ino) = std::str::from_utf8(&line[..sp]).ok().and_then(|s| s.parse().ok()) else { continue };
+        out.push((ino, unescape(&line[sp + 1..])));
+    }
+    (out, used)
+}
+
+impl Core {
+    /// The journal directory's fd, opened (see [`Core::open_journal_dir`])
+    /// on first use. Errors: the backing errno.
+    fn journal_dir<'a>(&self, io: &'a mut Io) -> Result<std::os::fd::BorrowedFd<'a>, Errno> {
+        if io.dir.is_none() {
+            io.dir = Some(self.open_journal_dir()?);
+        }
+        io.dir.as_ref().map(AsFd::as_fd).ok_or(Errno::EIO)
+    }
+
+    /// Opens (creating it and its parents if needed) the journal directory
+    /// beneath BACKING, never following a symlink. Errors: the backing errno.
+    fn open_journal_dir(&self) -> Result<OwnedFd, Errno> {
+        let root = self.root();
+        for rel in [LEASE_DIR.to_string(), format!("{LEASE_DIR}/{JOURNAL_DIR}")] {
+            let (parent, name) = rel.rsplit_once('/').map_or((Path::new(""), rel.as_str()), |(p, n)| (Path::new(p), n));
+            let dir = sys::open_beneath(root.fd(), parent, libc::O_PATH | libc::O_DIRECTORY)?;
+            let c = CString::new(name).map_err(|_| Errno::EINVAL)?;
+            match sys::mkdirat(dir.as_fd(), &c, 0o755) {
+                Ok(()) => {}
+                Err(e) if e == Errno::EEXIST => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let rel = Path::new(LEASE_DIR).join(JOURNAL_DIR);
+        sys::open_beneath(root.fd(), &rel, libc::O_PATH | libc::O_DIRECTORY)
+    }
+
+    /// Records that this node's eviction removed `path` (inode `ino`); it is
+    /// published by the next [`Core::journal_publish`]. Shared mode only.
+    pub(crate) fn journal_record(&self, ino: u64, path: &Path) {
+        if self.shared {
+            self.journal.pending.lock().push((ino, path.to_path_buf()));
+        }
+    }
+
+    /// Appends the removals recorded since the last call to this node's
+    /// journal file and closes it (which commits it on a distributed
+    /// filesystem). A failure is warned about (once a minute) and the lines
+    /// are dropped: peers then learn those removals at their reconcile pass.
+    pub(crate) fn journal_publish(&self) {
+        if !self.shared {
+            return;
+        }
+        let mut io = self.journal.io.lock();
+        let lines = std::mem::take(&mut *self.journal.pending.lock());
+        if lines.is_empty() {
+            return;
+        }
+        if let Err(e) = self.try_publish(&mut io, &lines) {
+            io.dir = None;
+            crate::warn_limited!(
+                "shared tier: could not append {} removals to {LEASE_DIR}/{JOURNAL_DIR} in BACKING: {e:?}; \
+                 other nodes see them at their next reconcile pass",
+                lines.len()
+            );
+        }
+    }
+
+    fn try_publish(&self, io: &mut Io, lines: &[(u64, PathBuf)]) -> Result<(), Errno> {
+        if io.id.is_empty() {
+            io.id = node_id();
+        }
+        let mut buf = Vec::new();
+        for (ino, path) in lines {
+            buf.extend_from_slice(ino.to_string().as_bytes());
+            buf.push(b' ');
+            buf.extend_from_slice(&escape(path));
+            buf.push(b'\n');
+        }
+        let (id, mut generation) = (io.id.clone(), io.generation);
+        if io.written + buf.len() as u64 > ROTATE_BYTES {
+            // Keep the previous generation for peers still reading it.
+            if let Some(old) = generation.checked_sub(1) {
+                let c = CString::new(format!("{id}.{old}.log")).map_err(|_| Errno::EINVAL)?;
+                let _ = sys::unlinkat(self.journal_dir(io)?, &c, 0);
+            }
+            generation += 1;
+            io.generation = generation;
+            io.written = 0;
+        }
+        let c = CString::new(format!("{id}.{generation}.log")).map_err(|_| Errno::EINVAL)?;
+        let fd = sys::openat(self.journal_dir(io)?, &c, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND, 0o644)?;
+        let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            return Err(Errno::from(std::io::Error::last_os_error()));
+        }
+        io.written += n as u64;
+        // close(2) is the commit on a distributed filesystem: report its error.
+        let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
+        if unsafe { libc::close(raw) } != 0 {
+            return Err(Errno::from(std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Reads what the peers appended to their journals since the last read
+    /// and drops those blocks from the ledger (see the module docs). Without
+    /// `force`, does nothing within [`READ_GAP`] of the last read. Returns
+    /// the bytes that stopped counting. Shared mode only; errors are warned
+    /// about once a minute and the reconcile pass covers what was missed.
+    pub(crate) fn journal_apply(&self, force: bool) -> u64 {
+        if !self.shared {
+            return 0;
+        }
+        let lines = {
+            let mut io = self.journal.io.lock();
+            if !force && io.last_read.is_some_and(|t| t.elapsed() < READ_GAP) {
+                return 0;
+            }
+            io.last_read = Some(Instant::now());
+            match self.read_peers(&mut io) {
+                Ok(l) => l,
+                Err(e) => {
+                    io.dir = None;
+                    crate::warn_limited!(
+                        "shared tier: could not read other nodes' removals in {LEASE_DIR}/{JOURNAL_DIR}: {e:?}"
+                    );
+                    return 0;
+                }
+            }
+        };
+        let Ok(st) = sys::fstat(self.root().fd()) else { return 0 };
+        let mut freed = 0;
+        let mut l = self.accounts().lock();
+        for (ino, path) in lines {
+            let key = FileKey { dev: st.st_dev, ino };
+            if l.unused_path(&key).is_some_and(|p| p.as_deref() == Some(path.as_path())) {
+                freed += l.drop_unused(key);
+            }
+        }
+        drop(l);
+        if freed > 0 {
+            log::debug!("shared tier: {freed} bytes other nodes evicted stop counting");
+        }
+        freed
+    }
+
+    fn read_peers(&self, io: &mut Io) -> Result<Vec<(u64, PathBuf)>, Errno> {
+        if io.id.is_empty() {
+            io.id = node_id();
+        }
+        let mut files: Vec<(String, u64, Vec<u8>)> = Vec::new();
+        let list = sys::openat(self.journal_dir(io)?, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        loop {
+            let batch = sys::getdents(list.as_raw_fd())?;
+            if batch.is_empty() {
+                break;
+            }
+            for e in batch {
+                if let Some((id, generation)) = parse_name(&e.name)
+                    && id != io.id
+                {
+                    files.push((id, generation, e.name));
+                }
+            }
+        }
+        files.sort();
+        let clean = io.last_clean.is_none_or(|t| t.elapsed() >= STALE_AFTER / 60);
+        if clean {
+            io.last_clean = Some(Instant::now());
+        }
+        let mut out = Vec::new();
+        for (id, generation, name) in files {
+            let c = CString::new(name).map_err(|_| Errno::EINVAL)?;
+            let (rgeneration, roff) = io.peers.get(&id).copied().unwrap_or((generation, 0));
+            if generation < rgeneration {
+                continue;
+            }
+            let from = if generation == rgeneration { roff } else { 0 };
+            let Ok(fd) = sys::openat(self.journal_dir(io)?, &c, libc::O_RDONLY, 0) else { continue };
+            // The size from the filesystem, not this client's attribute cache
+            // (which may be a second old on JuiceFS).
+            let (size, mtime) = sys::size_synced(fd.as_fd())?;
+            if clean
+                && self.sweeping.load(std::sync::atomic::Ordering::Relaxed)
+                && mtime + STALE_AFTER.as_secs() < unix_now()
+            {
+                let _ = sys::unlinkat(self.journal_dir(io)?, &c, 0);
+                io.peers.remove(&id);
+                continue;
+            }
+            // A file shorter than what was read was started again: read it all.
+            let from = if size < from { 0 } else { from };
+            let mut buf = vec![0u8; usize::try_from(size - from).map_err(|_| Errno::EFBIG)?];
+            let n = sys::pread_full(fd.as_raw_fd(), &mut buf, from)?;
+            let (lines, used) = parse_lines(&buf[..n]);
+            out.extend(lines);
+            io.peers.insert(id, (generation, from + used as u64));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip_with_escapes_and_keep_a_partial_last_line() {
+        let p = PathBuf::from("a b/100%\nx.bin");
+        let mut buf = b"42 ".to_vec();
+        buf.extend_from_slice(&escape(&p));
+        buf.extend_from_slice(b"\n7 c/d.bin\n9 part");
+        let (lines, used) = parse_lines(&buf);
+        assert_eq!(lines, vec![(42, p), (7, PathBuf::from("c/d.bin"))]);
+        assert_eq!(&buf[used..], b"9 part");
+    }
+
+    #[test]
+    fn names_carry_the_node_and_generation() {
+        assert_eq!(parse_name(b"host-1-2.3.log"), Some(("host-1-2".to_string(), 3)));
+        assert_eq!(parse_name(b"h.x.log"), None);
+        assert_eq!(parse_name(b"h.1.tmp"), None);
+    }
+}
