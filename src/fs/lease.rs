@@ -14,14 +14,23 @@
 //!
 //! A holder that dies: its boundfs killed, the kernel closes the fd and the
 //! lock goes at once (JuiceFS, CephFS, NFSv4, Lustre release a client's
-//! flocks when the fd closes); its JuiceFS client killed, the lock stays with
-//! the dead client's session until another client cleans it up (JuiceFS:
-//! after the session's heartbeat timeout). Meanwhile no node sweeps, and the
-//! budget still holds: every node's writes evict inline before they pass
-//! `max_size`. The heartbeat's age in `boundfs status` shows such a lease.
+//! flocks when the fd closes). Its distributed filesystem's client killed
+//! (or its boundfs stopped), the lock stays with the dead client's session
+//! until another client cleans it up (JuiceFS: minutes, and only by a client
+//! running background jobs). So the lease also goes by **heartbeat age**:
+//! a node that cannot take the lock and sees the holder's line unchanged for
+//! [`TAKEOVER_AFTER`] (3 heartbeats, timed by its own clock: no clocks are
+//! compared across nodes) starts the next *term*: it creates
+//! `sweeper.T+1.lock` and takes the flock on that file instead (of two nodes
+//! racing, one gets it), then removes the older terms' files. The lease is
+//! always the flock on the newest term's file. A holder that comes back (its
+//! boundfs resumed) sees a newer term, or its own file unlinked, at its next
+//! poll, at the latest before its next batch of victims, and steps down: two
+//! nodes sweep at the same time for at most one batch. Meanwhile, as
+//! before, the budget holds through every node's inline eviction.
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -35,16 +44,42 @@ use crate::sys;
 pub const LEASE_DIR: &str = ".boundfs";
 /// Name of the lease file in [`LEASE_DIR`].
 pub const LEASE_FILE: &str = "sweeper.lock";
-/// How often the holder rewrites its line (its mtime is the heartbeat).
+/// How often the holder rewrites its line (a beat counter in it changes).
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// A holder whose line has not changed for this long (by the watching node's
+/// own clock) is taken to be dead and the next term starts (see the module
+/// docs): 3 heartbeats, so one late write is not a takeover.
+pub const TAKEOVER_AFTER: Duration = Duration::from_secs(15);
+/// How often a node tries the lease, and the holder checks it still holds it.
+pub const TRY_EVERY: Duration = Duration::from_secs(1);
 
 /// This node's side of the lease: the open lease file and whether it holds it.
 #[derive(Default)]
 pub struct SweeperLease {
     fd: Option<OwnedFd>,
+    /// The term of the file `fd` is open on.
+    term: u64,
     held: bool,
     beat: Option<Instant>,
+    beats: u64,
     since: u64,
+    last_try: Option<Instant>,
+    /// The holder's line as last read: its term, what was read (the synced
+    /// size and mtime, and the line) and when it last changed (this node's clock).
+    watch: Option<(u64, Vec<u8>, Instant)>,
+}
+
+/// The lease file of term `term`: [`LEASE_FILE`] for term 0, `sweeper.T.lock` after.
+fn term_file(term: u64) -> String {
+    if term == 0 { LEASE_FILE.to_string() } else { format!("sweeper.{term}.lock") }
+}
+
+/// The term a lease file name stands for, if it is one.
+fn term_of(name: &[u8]) -> Option<u64> {
+    if name == LEASE_FILE.as_bytes() {
+        return Some(0);
+    }
+    std::str::from_utf8(name).ok()?.strip_prefix("sweeper.")?.strip_suffix(".lock")?.parse().ok()
 }
 
 fn unix_now() -> u64 {
@@ -60,9 +95,9 @@ fn host() -> String {
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
-/// Opens (creating it and [`LEASE_DIR`] if needed) the lease file beneath
-/// BACKING, never following a symlink. Errors: the backing errno.
-fn open_lease(core: &Core) -> Result<OwnedFd, Errno> {
+/// Opens (creating it if needed) [`LEASE_DIR`] beneath BACKING, never
+/// following a symlink. Errors: the backing errno.
+fn lease_dir(core: &Core) -> Result<OwnedFd, Errno> {
     let root = core.root();
     let dir_c = CString::new(LEASE_DIR).map_err(|_| Errno::EINVAL)?;
     match sys::mkdirat(root.fd(), &dir_c, 0o755) {
@@ -70,9 +105,46 @@ fn open_lease(core: &Core) -> Result<OwnedFd, Errno> {
         Err(e) if e == Errno::EEXIST => {}
         Err(e) => return Err(e),
     }
-    let dir = sys::open_beneath(root.fd(), Path::new(LEASE_DIR), libc::O_PATH | libc::O_DIRECTORY)?;
-    let file_c = CString::new(LEASE_FILE).map_err(|_| Errno::EINVAL)?;
-    sys::openat(dir.as_fd(), &file_c, libc::O_RDWR | libc::O_CREAT, 0o644)
+    sys::open_beneath(root.fd(), Path::new(LEASE_DIR), libc::O_RDONLY | libc::O_DIRECTORY)
+}
+
+/// The newest term whose lease file exists in `dir` (0 when none does).
+fn current_term(dir: BorrowedFd<'_>) -> Result<u64, Errno> {
+    // A fresh open: a directory fd read once is at its end.
+    let list = sys::openat(dir, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+    let mut term = 0;
+    loop {
+        let batch = sys::getdents(list.as_raw_fd())?;
+        if batch.is_empty() {
+            return Ok(term);
+        }
+        term = batch.iter().filter_map(|e| term_of(&e.name)).fold(term, u64::max);
+    }
+}
+
+fn open_term(dir: BorrowedFd<'_>, term: u64) -> Result<OwnedFd, Errno> {
+    let c = CString::new(term_file(term)).map_err(|_| Errno::EINVAL)?;
+    sys::openat(dir, &c, libc::O_RDWR | libc::O_CREAT, 0o644)
+}
+
+/// `flock(LOCK_EX | LOCK_NB)`: Ok(false) when another client holds it.
+fn try_lock(fd: BorrowedFd<'_>) -> Result<bool, Errno> {
+    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = Errno::from(std::io::Error::last_os_error());
+    if e == Errno::EWOULDBLOCK || e == Errno::EINTR { Ok(false) } else { Err(e) }
+}
+
+/// What a watcher compares between polls: the synced size and mtime of the
+/// lease file and its line.
+fn signature(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
+    let (size, mtime) = sys::size_synced(fd)?;
+    let mut buf = vec![0u8; 512];
+    let n = sys::pread_full(fd.as_raw_fd(), &mut buf, 0)?;
+    buf.truncate(n);
+    buf.extend_from_slice(format!(" {size} {mtime}").as_bytes());
+    Ok(buf)
 }
 
 impl SweeperLease {
@@ -101,25 +173,95 @@ impl SweeperLease {
     }
 
     fn try_poll(&mut self, core: &Core) -> Result<bool, Errno> {
-        if self.fd.is_none() {
-            self.fd = Some(open_lease(core)?);
+        // At most once per TRY_EVERY: a listing and a synced stat or two.
+        if self.last_try.is_some_and(|t| t.elapsed() < TRY_EVERY) {
+            return Ok(self.held);
         }
-        let Some(fd) = &self.fd else { return Ok(false) };
+        self.last_try = Some(Instant::now());
+        let dir = lease_dir(core)?;
+        let term = current_term(dir.as_fd())?;
+        if self.held {
+            let unlinked = self.fd.as_ref().map_or(Ok(0), |fd| sys::nlink_synced(fd.as_fd()))? == 0;
+            if term > self.term || unlinked {
+                // Another node took over while this one was stopped or cut off.
+                log::warn!(
+                    "shared tier: another node took the sweeper lease over (term {term}): its holder's heartbeat \
+                     stopped for {}s; this node stops sweeping",
+                    TAKEOVER_AFTER.as_secs()
+                );
+                self.fd = None;
+                self.held = false;
+            }
+        }
         if !self.held {
-            if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                let e = Errno::from(std::io::Error::last_os_error());
-                return if e == Errno::EWOULDBLOCK || e == Errno::EINTR { Ok(false) } else { Err(e) };
+            if self.fd.is_none() || self.term != term {
+                self.fd = Some(open_term(dir.as_fd(), term)?);
+                self.term = term;
+            }
+            let Some(fd) = &self.fd else { return Ok(false) };
+            if !try_lock(fd.as_fd())? && !self.take_over(dir.as_fd(), term)? {
+                return Ok(false);
             }
             self.held = true;
             self.since = unix_now();
             self.beat = None;
+            self.watch = None;
         }
+        let Some(fd) = &self.fd else { return Ok(false) };
         if self.beat.is_none_or(|t| t.elapsed() >= HEARTBEAT) {
-            let line = format!("{} pid {} since {}\n", host(), std::process::id(), self.since);
+            self.beats += 1;
+            let line = format!(
+                "{} pid {} since {} term {} beat {}\n",
+                host(),
+                std::process::id(),
+                self.since,
+                self.term,
+                self.beats
+            );
             sys::ftruncate(fd.as_raw_fd(), 0)?;
             sys::pwrite_full(fd.as_raw_fd(), line.as_bytes(), 0)?;
+            // Distributed filesystems show other clients a write once it is committed.
+            sys::fsync(fd.as_raw_fd(), true)?;
             self.beat = Some(Instant::now());
         }
+        Ok(true)
+    }
+
+    /// The lock of `term` is held elsewhere: watches its holder's line, and
+    /// once it has not changed for [`TAKEOVER_AFTER`] starts term + 1 (see
+    /// the module docs). Returns whether this node now holds the lease.
+    fn take_over(&mut self, dir: BorrowedFd<'_>, term: u64) -> Result<bool, Errno> {
+        let Some(fd) = &self.fd else { return Ok(false) };
+        let sig = signature(fd.as_fd())?;
+        match &self.watch {
+            Some((t, s, since)) if *t == term && *s == sig => {
+                if since.elapsed() < TAKEOVER_AFTER {
+                    return Ok(false);
+                }
+            }
+            _ => {
+                self.watch = Some((term, sig, Instant::now()));
+                return Ok(false);
+            }
+        }
+        let next = open_term(dir, term + 1)?;
+        if !try_lock(next.as_fd())? {
+            // Another node started the term first.
+            return Ok(false);
+        }
+        log::warn!(
+            "shared tier: the sweeper's heartbeat stopped {}s ago while its lock is still held (its client dead \
+             or its boundfs stopped): this node takes the sweeper lease over (term {})",
+            TAKEOVER_AFTER.as_secs(),
+            term + 1
+        );
+        for old in [0, term] {
+            if let Ok(c) = CString::new(term_file(old)) {
+                let _ = sys::unlinkat(dir, &c, 0);
+            }
+        }
+        self.fd = Some(next);
+        self.term = term + 1;
         Ok(true)
     }
 }
@@ -133,8 +275,9 @@ impl Core {
         if !self.shared {
             return None;
         }
-        let rel = Path::new(LEASE_DIR).join(LEASE_FILE);
-        let fd = sys::open_beneath(self.root().fd(), &rel, libc::O_RDONLY).ok()?;
+        let dir = sys::open_beneath(self.root().fd(), Path::new(LEASE_DIR), libc::O_PATH | libc::O_DIRECTORY).ok()?;
+        let c = CString::new(term_file(current_term(dir.as_fd()).ok()?)).ok()?;
+        let fd = sys::openat(dir.as_fd(), &c, libc::O_RDONLY, 0).ok()?;
         let st = sys::fstat(fd.as_fd()).ok()?;
         let mut buf = [0u8; 512];
         let n = unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };

@@ -111,6 +111,11 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         let mut excess = measure();
         let batch = if core.shared { excess.div_ceil(SWEEP_BATCHES).max(1) } else { u64::MAX };
         while excess > 0 && core.evict(excess.min(batch), true) > 0 && !stop() {
+            // Shared tier: a holder stopped for longer than the takeover
+            // time was replaced meanwhile, and steps down here (fs/lease.rs).
+            if core.shared && !lease.poll(&core) {
+                break;
+            }
             excess = measure();
         }
         let took = t0.elapsed();
