@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Shared tier over JuiceFS, one budget and one LRU (issue 12 items 3-5):
-# two nodes store continuously past one shared max_size, each loads blocks
-# the other stored, node 2 keeps blocks open and keeps reading "hot" ones;
+# N nodes (BFS_SHARED_NODES; 3 in the CI form, 2 in the long form) store
+# continuously past one shared max_size, 8 MiB/s together, each loads blocks
+# the next one stored, node 2 keeps blocks open and keeps reading "hot" ones;
 # an independent sampler reads the used bytes of the JuiceFS volume (it holds
 # only the shared tree) through a JuiceFS client, not a boundfs mount. The
-# tier turns over in 8 s here (64 MiB, two nodes at 4 MiB/s), so recency
+# tier turns over in 8 s here (64 MiB at 8 MiB/s), so recency
 # must travel faster than the shared defaults (10 s): stamp_interval=1s,
 # reconcile_interval=2s. Checked from outside:
 # - peak usage <= max_size + the README bound: N x one block in flight +
@@ -18,36 +19,44 @@
 #   shared budget on both;
 # - held blocks read back exact, hot blocks read on node 2 survive node 1's
 #   pressure, cold ones stored with them do not; no store error.
-# BOUNDFS_LONG=1: 5 minutes instead of 40 s, and the figures are logged.
+# BOUNDFS_LONG=1: 5 minutes instead of 40 s (two nodes unless
+# BFS_SHARED_NODES says otherwise).
 . "$(dirname "$0")/lib.sh"
 . "$BFS_SH_DIR/lib-shared.sh"
 
 MAX=$((64 << 20)); BLOCK=$((2 << 20)); RI=2
-SECS=40; [ -n "${BOUNDFS_LONG:-}" ] && SECS=300
+SECS=40; NODES=${BFS_SHARED_NODES:-3}
+[ -n "${BOUNDFS_LONG:-}" ] && { SECS=300; NODES=${BFS_SHARED_NODES:-2}; }
+# 8 MiB/s together: blocks per second per node
+RATE=$($PY -c "print(round(4 / $NODES, 3))")
 
-shared_juicefs 2
+shared_juicefs "$NODES"
 node_mount 1 "max_size=64M,reconcile_interval=${RI}s,stamp_interval=1s"
 poll_until 20 "node 1 holding the sweeper lease" sh -c "[ \"\$(getfattr --absolute-names --only-values -n user.boundfs.stats $BFS_TMP/mnt1 | $PY -c 'import json,sys; print(json.load(sys.stdin)[\"sweeper\"])')\" = True ]"
-node_mount 2 "max_size=64M,reconcile_interval=${RI}s,stamp_interval=1s"
-_node2_indexed() { [ "$(node_stat 2 indexing)" = False ]; }
-poll_until 20 "node 2's start-up index" _node2_indexed
-holder=$(node_stat 2 sweeper_holder)
-case "$holder" in *"pid ${SHARED_BFS[1]} "*) ;; *) fail "node 2's status names the sweeper '$holder', not node 1 (pid ${SHARED_BFS[1]})" ;; esac
-for k in 1 2; do
+_indexed() { [ "$(node_stat "$1" indexing)" = False ]; }
+for ((k = 2; k <= NODES; k++)); do
+    node_mount "$k" "max_size=64M,reconcile_interval=${RI}s,stamp_interval=1s"
+    poll_until 20 "node $k's start-up index" _indexed "$k"
+    holder=$(node_stat "$k" sweeper_holder)
+    case "$holder" in *"pid ${SHARED_BFS[1]} "*) ;; *) fail "node $k's status names the sweeper '$holder', not node 1 (pid ${SHARED_BFS[1]})" ;; esac
+done
+for ((k = 1; k <= NODES; k++)); do
     size=$(df --output=size -B1 "$BFS_TMP/mnt$k" | tail -n 1 | tr -d ' ')
     assert_eq "$MAX" "$size" "df on node $k shows the shared budget"
 done
 
-out=$($PY "$BFS_HELPERS/shared_load.py" --mnt "$MNT1" --mnt "$MNT2" --sample "$BACKING1" --statfs "$BFS_TMP/jfs1" --max "$MAX" \
-    --low 0.9 --block 2M --seconds "$SECS" --rate 2 --held 2 --hot 3 --cold 3) || fail "load failed: $out"
-log "two-node load: $out"
+mnts=()
+for ((k = 1; k <= NODES; k++)); do mnts+=(--mnt "$BFS_TMP/mnt$k"); done
+out=$($PY "$BFS_HELPERS/shared_load.py" "${mnts[@]}" --sample "$BACKING1" --statfs "$BFS_TMP/jfs1" --max "$MAX" \
+    --low 0.9 --block 2M --seconds "$SECS" --rate "$RATE" --held 2 --hot 3 --cold 3) || fail "load failed: $out"
+log "$NODES-node load: $out"
 g() { json_get "$out" "$1"; }
 rate=$(g store_rate_bytes_per_s)
 # the longest reconcile pass on either node (from their logs), in ms, at least 1 s
 pass_ms=$(cat "$BFS_TMP"/node*.log | sed -n 's/.*reconcile: [0-9]* objects in \([0-9.]*\)s.*/\1/p' |
     $PY -c 'import sys; print(max([1000] + [int(float(x) * 1000) for x in sys.stdin]))')
-bound=$((2 * BLOCK + rate * (RI * 1000 + pass_ms) / 1000))
-log "peak $(g peak) = max_size + $(g peak_over) (bound $bound: 2 x block + rate $rate B/s x (${RI}s + longest pass ${pass_ms}ms)); longest over $(g longest_over_s)s; occupancy after fill mean $(g mean_occupancy) min $(g min_occupancy); cross-node hits $(g cross_hits)/$(g cross_tries); held $(g held_ok)/$(g held); hot $(g hot_ok)/$(g hot); cold left $(g cold_left)/$(g cold); stores $(g stored) errors $(g store_errors) enospc $(g enospc)"
+bound=$((NODES * BLOCK + (NODES - 1) * rate * (RI * 1000 + pass_ms) / 1000))
+log "$NODES nodes: peak $(g peak) = max_size + $(g peak_over) (bound $bound: $NODES x block + $((NODES - 1)) x rate $rate B/s x (${RI}s + longest pass ${pass_ms}ms)); longest over $(g longest_over_s)s; occupancy after fill mean $(g mean_occupancy) min $(g min_occupancy); cross-node hits $(g cross_hits)/$(g cross_tries); held $(g held_ok)/$(g held); hot $(g hot_ok)/$(g hot); cold left $(g cold_left)/$(g cold); stores $(g stored) errors $(g store_errors) enospc $(g enospc)"
 assert_eq True "$(g filled)" "the shared tier filled to the low watermark"
 assert_le "$(g peak_over)" "$bound" "peak usage over max_size (bytes)"
 $PY -c "import sys; sys.exit(0 if $(g longest_over_s) <= $RI + $pass_ms / 1000 + 0.5 else 1)" ||
@@ -70,8 +79,9 @@ assert_eq 0 "$(g store_errors)" "store errors"
 assert_eq 0 "$(g cross_corrupt)" "cross-node loads that read wrong bytes"
 assert_ge "$(g cross_hits)" 1 "cross-node hits"
 assert_eq True "$(node_stat 1 sweeper)" "node 1 still sweeps"
-assert_eq False "$(node_stat 2 sweeper)" "node 2 does not sweep while node 1 holds the lease"
-assert_eq 0 "$(node_stat 2 eviction_sweeps)" "node 2 never ran a background sweep"
-node_unmount 1
-node_unmount 2
+for ((k = 2; k <= NODES; k++)); do
+    assert_eq False "$(node_stat "$k" sweeper)" "node $k does not sweep while node 1 holds the lease"
+    assert_eq 0 "$(node_stat "$k" eviction_sweeps)" "node $k never ran a background sweep"
+done
+for ((k = 1; k <= NODES; k++)); do node_unmount "$k"; done
 bfs_done

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Two-node load on the shared tier, measured from outside the mounts.
+"""N-node load on the shared tier (N >= 2), measured from outside the mounts.
 
-usage: shared_load.py --mnt MNT1 --mnt MNT2 --sample ROOT --max BYTES
+usage: shared_load.py --mnt MNT1 --mnt MNT2 [--mnt MNT3 ...] --sample ROOT --max BYTES
            [--low 0.9] [--block 2M] [--seconds S] [--rate R] [--held H]
            [--hot K] [--cold K] [--reconcile SECS]
 
@@ -10,8 +10,8 @@ blocks (vLLM layout, blocks.py store_one); node 2 opens the held ones and
 keeps them open. Then for S seconds:
   - each node stores its own blocks at R blocks/s (ENOSPC and other errors
     counted);
-  - each node loads a random recent block the other node stored, through its
-    own mount (a hit is the exact content, a miss is ENOENT, anything else is
+  - each node loads a random recent block the next node (K+1 mod N) stored,
+    through its own mount (a hit is the exact content, a miss is ENOENT, anything else is
     counted corrupt);
   - node 2 reads every hot block every 0.5 s (one LRU across nodes: they must
     survive node 1's pressure; the cold ones, stored with them and never read
@@ -75,7 +75,10 @@ def main():
     a = p.parse_args()
     size = size_of(a.block)
     m1, m2 = a.mnt[0], a.mnt[1]
-    res = {"store_errors": 0, "enospc": 0, "stored": [0, 0], "cross_hits": 0, "cross_misses": 0,
+    n = len(a.mnt)
+    if n < 2:
+        p.error("at least two --mnt")
+    res = {"store_errors": 0, "enospc": 0, "stored": [0] * n, "cross_hits": 0, "cross_misses": 0,
            "cross_corrupt": 0}
     lock = threading.Lock()
 
@@ -93,7 +96,7 @@ def main():
 
     stop = threading.Event()
     samples = []
-    recent = [[], []]
+    recent = [[] for _ in range(n)]
 
     def sampler():
         t0 = time.monotonic()
@@ -121,7 +124,7 @@ def main():
             time.sleep(max(0.0, nxt - time.monotonic()))
 
     def cross(k):
-        other = 1 - k
+        other = (k + 1) % n
         while not stop.is_set():
             with lock:
                 h = random.choice(recent[other]) if recent[other] else None
@@ -138,7 +141,8 @@ def main():
             stop.wait(0.5)
 
     threads = [threading.Thread(target=f, args=args) for f, args in
-               [(sampler, ()), (store, (0,)), (store, (1,)), (cross, (0,)), (cross, (1,)), (hot_reader, ())]]
+               [(sampler, ()), (hot_reader, ())] + [(store, (k,)) for k in range(n)] +
+               [(cross, (k,)) for k in range(n)]]
     t0 = time.monotonic()
     for t in threads:
         t.start()
@@ -196,6 +200,7 @@ def main():
         "store_errors": res["store_errors"],
         "enospc": res["enospc"],
         "stored": res["stored"],
+        "nodes": n,
         "store_rate_bytes_per_s": int(max(res["stored"]) * size / secs),
     }
     print(json.dumps(out))
