@@ -81,12 +81,12 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         // fs/recreate.rs), so inline evictions leave no empty directories
         // behind to fill the shared budget.
         core.reap_empty_dirs();
-        // Shared tier: what the other nodes evicted stops counting here.
-        core.journal_apply(false);
         if core.shared && !lease.poll(&core) {
             // Shared tier: only the sweeper sweeps, so no two nodes evict the
             // same excess; this node evicts inline for its own writes only
-            // (Core::reserve).
+            // (Core::reserve), and what the other nodes evicted stops
+            // counting here (the sweeper reads it before each batch).
+            core.journal_apply(false);
             sweeps.flush(&core);
             continue;
         }

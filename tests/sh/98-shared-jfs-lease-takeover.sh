@@ -5,8 +5,8 @@
 # Redis) is replaced once its heartbeat has not changed for 15 s, and a
 # replaced holder that comes back steps down.
 # 1. node 1 sweeps; its boundfs is SIGSTOPped (its JuiceFS client, and so its
-#    lock, stay alive): node 2 takes the lease over and sweeps its stores down
-#    to the low watermark; node 1 resumed (SIGCONT) steps down, and says
+#    lock, stay alive): node 2 takes the lease over and sweeps (its budget
+#    lowered below its usage: a sweep no store races); node 1 resumed (SIGCONT) steps down, and says
 #    node 2 sweeps.
 # 2. node 2 sweeps; its JuiceFS client is SIGKILLed (its lock stays in Redis:
 #    the fixture's clients run --no-bgjob, so no session is ever cleaned):
@@ -33,7 +33,9 @@ t0=$SECONDS
 poll_until 45 "node 2 taking the sweeper lease over from the stopped node 1" _sweeper 2 True
 log "node 2 took the lease over $((SECONDS - t0))s after node 1 stopped"
 case "$(node_stat 2 sweeper_holder)" in *"pid ${SHARED_BFS[2]} "*) ;; *) fail "node 2's status names '$(node_stat 2 sweeper_holder)' as the sweeper" ;; esac
-mkblocks "$MNT2" s 1 12
+# a sweep, without stores racing it: node 2's budget lowered below its usage
+mkblocks "$MNT2" s 1 6
+setfattr -n user.boundfs.max_size -v 8M "$MNT2"
 poll_until 20 "node 2 running a background sweep" _swept 2 1
 kill -CONT "$p1"
 poll_until 10 "node 1, resumed, stepping down" _sweeper 1 False
@@ -46,10 +48,10 @@ jfs_kill 2
 t0=$SECONDS
 poll_until 45 "node 1 taking the sweeper lease over from node 2's dead client" _sweeper 1 True
 log "node 1 took the lease over $((SECONDS - t0))s after node 2's JuiceFS client was killed"
-mkblocks "$MNT1" t 1 12
+mkblocks "$MNT1" t 1 2
+setfattr -n user.boundfs.max_size -v 4M "$MNT1"
 poll_until 20 "node 1 running a background sweep" _swept 1 $((sweeps1 + 1))
-used=$(node_stat 1 usage)
-assert_le "$used" $((16 << 20)) "node 1's usage after its sweep"
+assert_le "$(node_stat 1 usage)" $((4 << 20)) "node 1's usage after its sweep"
 node_unmount 1
 umount -l "$BFS_TMP/mnt2"
 bfs_done
