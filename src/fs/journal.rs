@@ -13,7 +13,7 @@
 //! during one batch.
 //!
 //! Layout: `BACKING/.boundfs/evicted/ID.GEN.log`, one file per node and
-//! generation, ID = `host-pid-start` (start in Unix seconds), lines
+//! generation, ID = `host-pid-start-N` (start in Unix seconds, N the mount in the process), lines
 //! `INO PATH\n` (PATH relative to BACKING, `%` and newline escaped as `%25`
 //! and `%0A`). A node appends what it removed after each eviction call
 //! (`open(O_APPEND)`, write, close: distributed filesystems commit at close,
@@ -99,7 +99,10 @@ fn node_id() -> String {
     } else {
         "node".to_string()
     };
-    format!("{host}-{}-{}", std::process::id(), unix_now())
+    // One mount per process in a daemon; several in the unit tests.
+    static MOUNTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = MOUNTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{host}-{}-{}-{n}", std::process::id(), unix_now())
 }
 
 /// `ID.GEN.log` → (ID, GEN).
@@ -345,7 +348,58 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsStr;
+
     use super::*;
+    use crate::testing::{ROOT, core, store};
+
+    #[test]
+    fn a_removal_another_node_published_stops_counting_once_and_only_for_that_file() {
+        let d = tempfile::tempdir().unwrap();
+        let mut a = core(d.path(), 1 << 30);
+        a.shared = true;
+        for name in ["x.bin", "y.bin", "z.bin"] {
+            store(&a, name, &[1u8; 8192]);
+        }
+        // Node B indexes the shared tree: it counts all three.
+        let mut b = core(d.path(), 1 << 30);
+        b.shared = true;
+        let usage = || b.accounts().lock().usage();
+        let before = usage();
+        let (x, path) = a.accounts().lock().take_victim().unwrap();
+        assert_eq!(path, Path::new("x.bin"));
+        let freed = a.evict_victim(x, &path).unwrap().0;
+        a.journal_publish();
+        assert_eq!(b.journal_apply(true), freed, "x.bin stops counting on node B at once");
+        assert_eq!(usage(), before - freed);
+        assert!(b.accounts().lock().get(&x).is_none());
+        assert_eq!(b.journal_apply(true), 0, "a line is applied once");
+        // A line whose path is not the entry's (a new file under a reused
+        // inode number), or naming a file open on B, changes nothing.
+        let y = a.lookup(ROOT, OsStr::new("y.bin")).unwrap();
+        let z = b.lookup(ROOT, OsStr::new("z.bin")).unwrap();
+        let fh = b.open(z.ino, libc::O_RDONLY).unwrap().fh;
+        let ino_of = |n: &str| std::fs::metadata(d.path().join(n)).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+        a.journal_record(ino_of("y.bin").unwrap(), Path::new("elsewhere/y.bin"));
+        a.journal_record(ino_of("z.bin").unwrap(), Path::new("z.bin"));
+        a.journal_publish();
+        assert_eq!(b.journal_apply(true), 0);
+        assert_eq!(usage(), before - freed);
+        b.release(fh);
+        let _ = y;
+    }
+
+    #[test]
+    fn without_shared_nothing_is_written_or_read() {
+        let d = tempfile::tempdir().unwrap();
+        let a = core(d.path(), 1 << 30);
+        store(&a, "x.bin", &[1u8; 8192]);
+        let (x, path) = a.accounts().lock().take_victim().unwrap();
+        a.evict_victim(x, &path).unwrap();
+        a.journal_publish();
+        assert_eq!(a.journal_apply(true), 0);
+        assert!(!d.path().join(LEASE_DIR).exists(), "a single-node mount leaves no journal in BACKING");
+    }
 
     #[test]
     fn lines_round_trip_with_escapes_and_keep_a_partial_last_line() {

@@ -286,3 +286,29 @@ impl Core {
         (!line.is_empty()).then_some((line, age))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_term_has_its_own_lease_file_and_the_first_keeps_the_old_name() {
+        assert_eq!(term_file(0), LEASE_FILE);
+        for t in [0, 1, 7, 12345] {
+            assert_eq!(term_of(term_file(t).as_bytes()), Some(t));
+        }
+        assert_eq!(term_of(b"sweeper.x.lock"), None);
+        assert_eq!(term_of(b"evicted"), None);
+    }
+
+    #[test]
+    fn the_current_term_is_the_newest_file() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = std::fs::File::open(d.path()).unwrap();
+        assert_eq!(current_term(dir.as_fd()).unwrap(), 0);
+        for t in [0, 3, 2] {
+            std::fs::write(d.path().join(term_file(t)), b"").unwrap();
+        }
+        assert_eq!(current_term(dir.as_fd()).unwrap(), 3);
+    }
+}
