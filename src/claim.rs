@@ -90,10 +90,10 @@ pub fn claim(backing: &Path) -> Result<BackingClaim, String> {
     if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let e = std::io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let at = mounts
-                .iter()
-                .find(|(s, _)| Path::new(s) == backing)
-                .map_or("elsewhere (another mount namespace?)".to_string(), |(_, p)| format!("at {}", p.display()));
+            let at = mounts.iter().find(|(s, _)| Path::new(s) == backing).map_or(
+                "elsewhere (in another mount namespace, or unmounted and still exiting: retry in a second)".to_string(),
+                |(_, p)| format!("at {}", p.display()),
+            );
             return Err(format!(
                 "backing directory {} is already served by a live boundfs mounted {at}; one mount per backing \
                  directory: unmount that one first",
