@@ -3,7 +3,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Event counters (relaxed atomics: each is independent).
+/// Event counters (relaxed atomics: each is independent). Each is copied
+/// into the status row of the same name marked `[stats]` (`status::Status::fill`),
+/// which says what it counts, its metric and its help.
 #[derive(Default, Debug)]
 pub struct Stats {
     /// Block files evicted.
@@ -42,6 +44,28 @@ pub struct Stats {
     pub stale_tmp_removed: AtomicU64,
     /// FUSE requests received, per opcode.
     pub requests: Requests,
+}
+
+/// The ledger's counts (`ledger::Ledger::counts`), copied into the status
+/// rows marked `[ledger]` of the same name (`status::Status::fill`).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LedgerCounts {
+    /// Bytes of the backing tree (allocated), as du counts them.
+    pub usage: u64,
+    /// Bytes reserved by writes in flight.
+    pub reserved: u64,
+    /// Regular files indexed.
+    pub files: u64,
+    /// Directories indexed (BACKING itself included).
+    pub dirs: u64,
+    /// Symlinks, fifos, sockets and device nodes indexed.
+    pub others: u64,
+    /// Block files indexed.
+    pub block_files: u64,
+    /// Block files that could be evicted now (in the LRU).
+    pub evictable: u64,
+    /// Open handles through the mount.
+    pub open_handles: u64,
 }
 
 /// The FUSE opcodes boundfs counts, by their kernel protocol names

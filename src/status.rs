@@ -6,120 +6,251 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// One snapshot of a mount. Sizes are bytes, times seconds; counters
-/// (`evictions` … `stamps`) count since the mount started. Fields missing from
-/// an older daemon's JSON read as 0.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
-#[serde(default)]
-pub struct Status {
+use crate::stats::{LedgerCounts, Stats};
+
+/// Prometheus type of a [`Metric`] (prometheus.io/docs/concepts/metric_types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up (since the mount started); its name ends in `_total`.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+}
+
+/// A metric the `metrics_file` exports for a [`Status`] field.
+#[derive(Debug)]
+pub struct Metric {
+    /// Metric name, unit in the name (`boundfs_usage_bytes`).
+    pub name: &'static str,
+    /// Counter or gauge.
+    pub kind: Kind,
+    /// Its own help, when the field's doc does not fit a sample.
+    pub help: Option<&'static str>,
+}
+
+/// One row of the status table [`FIELDS`]: a [`Status`] field.
+#[derive(Debug)]
+pub struct Field {
+    /// JSON key and field name.
+    pub name: &'static str,
+    /// What it means (the field's doc comment, on one line).
+    pub help: &'static str,
+    /// The metric exported for it, if any.
+    pub metric: Option<Metric>,
+    /// Its value as a sample: numbers as they are, `true` as 1, a non-empty text as 1.
+    pub get: fn(&Status) -> f64,
+}
+
+impl Field {
+    /// The metric's one-line help: its own, or the field's.
+    pub fn metric_help(&self) -> &'static str {
+        self.metric.as_ref().and_then(|m| m.help).unwrap_or(self.help).trim()
+    }
+}
+
+/// A status value as a Prometheus sample.
+trait Sample {
+    fn sample(&self) -> f64;
+}
+impl Sample for u64 {
+    fn sample(&self) -> f64 {
+        *self as f64
+    }
+}
+impl Sample for u32 {
+    fn sample(&self) -> f64 {
+        f64::from(*self)
+    }
+}
+impl Sample for f64 {
+    fn sample(&self) -> f64 {
+        *self
+    }
+}
+impl Sample for bool {
+    fn sample(&self) -> f64 {
+        f64::from(u8::from(*self))
+    }
+}
+impl Sample for String {
+    fn sample(&self) -> f64 {
+        f64::from(u8::from(!self.is_empty()))
+    }
+}
+impl Sample for BTreeMap<String, u64> {
+    fn sample(&self) -> f64 {
+        self.values().sum::<u64>() as f64
+    }
+}
+
+/// The one table of status fields. Each row
+/// `/// doc` `name: type [source] => Counter|Gauge "metric_name" help "…";` makes:
+/// the [`Status`] field (JSON key `name`, the doc its meaning), its row of
+/// [`FIELDS`] (the metric, if `=> Counter|Gauge` is given; its help is the
+/// doc unless `help` is), and, for `[stats]` and `[ledger]`, the copy from
+/// the [`Stats`] counter or the [`LedgerCounts`] field of the same name in
+/// [`Status::fill`]. The human table ([`Status::table`]) reads the fields.
+macro_rules! status_table {
+    ($(
+        $(#[doc = $doc:literal])*
+        $(#[serde($($serde:tt)*)])?
+        $field:ident : $ty:ty $([$src:ident])? $(=> $kind:ident $metric:literal $(help $help:literal)?)? ;
+    )*) => {
+        /// One snapshot of a mount. Sizes are bytes, times seconds; counters
+        /// (`evictions` … `stamps`) count since the mount started. Fields missing from
+        /// an older daemon's JSON read as 0. Every field is a row of [`FIELDS`].
+        #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+        #[serde(default)]
+        pub struct Status {
+            $( $(#[doc = $doc])* $(#[serde($($serde)*)])? pub $field: $ty, )*
+        }
+
+        /// Every [`Status`] field in JSON order, with its metric: what
+        /// `boundfs status --json`, the metrics file and docs/reference.md
+        /// (checked by a test) list.
+        pub const FIELDS: &[Field] = &[ $( Field {
+            name: stringify!($field),
+            help: concat!($($doc),*),
+            metric: opt!($( Metric { name: $metric, kind: Kind::$kind, help: opt!($($help)?) } )?),
+            get: |s: &Status| Sample::sample(&s.$field),
+        }, )* ];
+
+        impl Status {
+            /// Copies the rows marked `[stats]` from `stats` and those marked
+            /// `[ledger]` from `ledger` (same names).
+            pub fn fill(&mut self, stats: &Stats, ledger: &LedgerCounts) {
+                let _ = (&stats, &ledger);
+                $( $( copy!($src, self.$field, stats.$field, ledger.$field); )? )*
+            }
+        }
+    };
+}
+macro_rules! opt {
+    () => {
+        None
+    };
+    ($x:expr) => {
+        Some($x)
+    };
+}
+macro_rules! copy {
+    (stats, $to:expr, $s:expr, $l:expr) => {
+        $to = Stats::get(&$s)
+    };
+    (ledger, $to:expr, $s:expr, $l:expr) => {
+        $to = $l
+    };
+}
+
+status_table! {
     /// Version of the daemon serving the mount.
-    pub version: String,
+    version: String;
     /// The backing directory (canonical path).
-    pub backing: String,
+    backing: String;
     /// The mountpoint (canonical path). Filled in by `boundfs status` from
     /// the path it was given; the daemon's xattr leaves it empty.
     #[serde(skip_serializing_if = "String::is_empty")]
-    pub mountpoint: String,
+    mountpoint: String;
     /// Process id of the daemon serving the mount (for `kill -USR1`,
     /// `kill -TERM`; fstab mounts run as `mount.fuse.boundfs`, which
     /// `pgrep boundfs` misses).
-    pub pid: u32,
+    pid: u32;
     /// Bytes the backing tree occupies, as `du -s --block-size=1 BACKING` counts them.
-    pub usage: u64,
+    usage: u64 [ledger] => Gauge "boundfs_usage_bytes";
     /// The budget (`max_size`), bytes.
-    pub max_size: u64,
+    max_size: u64 => Gauge "boundfs_max_size_bytes";
     /// Fraction of `max_size` above which background eviction starts.
-    pub high_watermark: f64,
+    high_watermark: f64;
     /// Fraction of `max_size` background eviction brings usage down to.
-    pub low_watermark: f64,
+    low_watermark: f64;
     /// `high_watermark × max_size`, bytes.
-    pub high_watermark_bytes: u64,
+    high_watermark_bytes: u64 => Gauge "boundfs_high_watermark_bytes";
     /// `low_watermark × max_size`, bytes.
-    pub low_watermark_bytes: u64,
+    low_watermark_bytes: u64 => Gauge "boundfs_low_watermark_bytes";
     /// Bytes reserved by writes in flight (usage + reserved never passes max_size).
-    pub reserved: u64,
+    reserved: u64 [ledger] => Gauge "boundfs_reserved_bytes";
     /// Regular files in the backing tree.
-    pub files: u64,
+    files: u64 [ledger] => Gauge "boundfs_files";
     /// Directories in the backing tree, BACKING itself included.
-    pub dirs: u64,
+    dirs: u64 [ledger] => Gauge "boundfs_dirs";
     /// Symlinks, fifos, sockets and device nodes.
-    pub others: u64,
+    others: u64 [ledger];
     /// Regular files whose name matches `pattern`.
-    pub block_files: u64,
+    block_files: u64 [ledger] => Gauge "boundfs_block_files";
     /// Block files eviction could remove now (no open handle).
-    pub evictable: u64,
+    evictable: u64 [ledger] => Gauge "boundfs_evictable_block_files";
     /// Bytes of the evictable block files.
-    pub evictable_bytes: u64,
+    evictable_bytes: u64 => Gauge "boundfs_evictable_bytes";
     /// Open file handles through the mount.
-    pub open_handles: u64,
+    open_handles: u64 [ledger] => Gauge "boundfs_open_handles";
     /// Block files evicted.
-    pub evictions: u64,
+    evictions: u64 [stats] => Counter "boundfs_evictions_total";
     /// Bytes freed by eviction.
-    pub evicted_bytes: u64,
+    evicted_bytes: u64 [stats] => Counter "boundfs_evicted_bytes_total";
     /// Eviction candidates skipped, all reasons (`evict_skipped_open` included).
-    pub evict_skipped: u64,
+    evict_skipped: u64 [stats] => Counter "boundfs_evict_skipped_total";
     /// Eviction candidates skipped because a client opened them meanwhile.
-    pub evict_skipped_open: u64,
+    evict_skipped_open: u64 [stats] => Counter "boundfs_evict_skipped_open_total";
     /// Background eviction sweeps.
-    pub eviction_sweeps: u64,
+    eviction_sweeps: u64 [stats] => Counter "boundfs_eviction_sweeps_total";
     /// Time spent in background eviction sweeps, seconds.
-    pub eviction_sweep_seconds: f64,
+    eviction_sweep_seconds: f64 => Counter "boundfs_eviction_sweep_seconds_total";
     /// Requests answered ENOSPC because nothing evictable could make room.
-    pub enospc: u64,
+    enospc: u64 [stats] => Counter "boundfs_enospc_total";
     /// Opens of block files (cache hits).
-    pub block_opens: u64,
+    block_opens: u64 [stats] => Counter "boundfs_block_opens_total";
     /// Lookups of block-file names that found nothing (cache misses).
-    pub lookup_misses: u64,
+    lookup_misses: u64 [stats] => Counter "boundfs_lookup_misses_total";
     /// Opens answered with kernel passthrough (reads bypass the daemon).
-    pub passthrough_opens: u64,
+    passthrough_opens: u64 [stats] => Counter "boundfs_passthrough_opens_total";
     /// mtime stamps written (recency persistence).
-    pub stamps: u64,
+    stamps: u64 [stats] => Counter "boundfs_stamps_total";
     /// mtime stamps queued, not yet written.
-    pub stamps_pending: u64,
+    stamps_pending: u64 => Gauge "boundfs_stamps_pending";
     /// The start-up index of BACKING is still being built (usage is an
     /// upper bound until it completes).
-    pub indexing: bool,
+    indexing: bool => Gauge "boundfs_indexing";
     /// How long the start-up index took, seconds (0 while it runs).
-    pub index_seconds: f64,
+    index_seconds: f64 => Gauge "boundfs_index_seconds";
     /// Seconds since the mount started.
-    pub uptime_seconds: u64,
+    uptime_seconds: u64 => Gauge "boundfs_uptime_seconds";
     /// Reconcile passes over BACKING (`reconcile_interval`).
-    pub reconciles: u64,
+    reconciles: u64 [stats] => Counter "boundfs_reconciles_total";
     /// One of several nodes over one shared BACKING (`-o shared`): `usage`
     /// is then the shared tree's usage as this node last learned it.
-    pub shared: bool,
+    shared: bool;
     /// Shared mode: bytes of files created through this node's mount still
     /// in the shared tree (this node's part of `usage`).
-    pub node_bytes: u64,
+    node_bytes: u64;
     /// Shared mode: this node holds the sweeper lease (runs eviction sweeps).
-    pub sweeper: bool,
+    sweeper: bool;
     /// Shared mode: the sweeper as its lease file says (`host pid N since
     /// UNIX-SECONDS`); empty when no node ever took the lease.
-    pub sweeper_holder: String,
+    sweeper_holder: String;
     /// Shared mode: seconds since the sweeper's last heartbeat (rewritten
     /// every 5 s; much more means a stuck holder).
-    pub sweeper_heartbeat_age_seconds: u64,
+    sweeper_heartbeat_age_seconds: u64;
     /// Shared mode: eviction candidates made most recent instead because
     /// another node had used them (one LRU across nodes).
-    pub evict_reranked: u64,
+    evict_reranked: u64 [stats];
     /// Index entries reconcile passes corrected (adopted, dropped, resized, renamed).
-    pub reconcile_fixes: u64,
+    reconcile_fixes: u64 [stats] => Counter "boundfs_reconcile_fixes_total";
     /// Stale engine temporaries removed (`stale_tmp`).
-    pub stale_tmp_removed: u64,
+    stale_tmp_removed: u64 [stats] => Counter "boundfs_stale_tmp_removed_total";
     /// FUSE requests received since the mount started, per opcode by its
     /// kernel protocol name (`LOOKUP`, `CREATE`, … see `stats::OPS`); opcodes
     /// never received are left out.
-    pub requests: BTreeMap<String, u64>,
+    requests: BTreeMap<String, u64>;
     /// Syscalls the daemon issued on BACKING since it started (close(2) of
     /// dropped fds and the FUSE device's reads and writes not counted).
-    pub syscalls: u64,
+    syscalls: u64 => Counter "boundfs_syscalls_total";
     /// While files matching no `pattern` alone are above the high watermark
     /// (eviction then frees only what `max_size` needs): the warning, naming
     /// the biggest of them and the pattern. Empty otherwise.
-    pub nonblock_warning: String,
+    nonblock_warning: String => Gauge "boundfs_nonblock_over_high_watermark" help "1 while files matching no pattern alone are above the high watermark.";
     /// When most regular files written since mount match no `pattern`: how
     /// many, an example and the option to set. Empty otherwise.
-    pub pattern_warning: String,
+    pattern_warning: String => Gauge "boundfs_pattern_mismatch" help "1 while most files written since mount match no pattern.";
 }
 
 impl Status {
