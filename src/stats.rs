@@ -71,9 +71,10 @@ pub struct Field {
 }
 
 impl Field {
-    /// The metric's one-line help: its own, or the field's.
-    pub fn metric_help(&self) -> &'static str {
-        self.metric.as_ref().and_then(|m| m.help).unwrap_or(self.help).trim()
+    /// The metric's one-line help: its own, or the field's doc without
+    /// markdown code quotes.
+    pub fn metric_help(&self) -> String {
+        self.metric.as_ref().and_then(|m| m.help).unwrap_or(self.help).trim().replace('`', "")
     }
 }
 
