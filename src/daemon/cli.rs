@@ -312,6 +312,10 @@ pub fn first_line(text: &str) -> String {
 /// defaults, for the shared-tier defaults). Errors: the first bad value or
 /// combination, one line naming the key and what to give instead.
 pub fn options(a: Args, matches: &ArgMatches) -> Result<Options, ConfigError> {
+    if let Some(o) = a.opts.first() {
+        // parse() rewrites every -o first; Args parsed without it would drop them
+        return err(format!("-o {o} was not rewritten into options (argv must go through cli::parse)"));
+    }
     let Some(max_size) = a.max_size else { return err("max_size is required, e.g. -o max_size=24G") };
     if a.low_watermark >= a.high_watermark {
         return err(format!("low_watermark ({}) must be below high_watermark ({})", a.low_watermark, a.high_watermark));
