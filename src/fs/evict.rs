@@ -156,6 +156,9 @@ impl Core {
         if let Ok(fd) = &victim {
             let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(fd), 0);
         }
+        if dir_rel.as_os_str().is_empty() {
+            self.own_removals.note(name);
+        }
         let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
             Ok(()) => self.accounts.lock().finish_evict(key),
             Err(e) if e == Errno::ENOENT => {
@@ -213,6 +216,9 @@ impl Core {
             }
             0
         };
+        if rel.parent().is_some_and(|p| p.as_os_str().is_empty()) {
+            self.own_removals.note(name);
+        }
         let freed = match sys::unlinkat(dir.as_fd(), &c, flags) {
             Ok(()) => self.accounts.lock().finish_evict(key),
             Err(e) if e == Errno::ENOENT && what != Removal::Dir => {

@@ -8,7 +8,7 @@
 //!    bookkeeping only: never held across a syscall);
 //! 3. leaf locks, never held while taking another: the inode table, the
 //!    handle tables, the invalidation queue, the stamp queue, the evictor's wake
-//!    flag, the empty-directory list.
+//!    flag, the empty-directory list, the own-removal notes.
 
 pub mod accounts;
 pub mod dirlock;
@@ -25,6 +25,7 @@ mod data;
 mod direct;
 mod meta;
 mod namespace;
+pub mod own_removals;
 mod recreate;
 pub mod shared;
 pub mod unevictable;
@@ -103,6 +104,8 @@ pub struct Core {
     pub unevictable: unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).
     pub reconcile: crate::wake::Waker,
+    /// Top entries of BACKING the daemon removed itself, for the watch.
+    pub own_removals: own_removals::OwnRemovals,
     /// `-o shared`: opens hold a flock and eviction takes one (see [`shared`]).
     /// Set once, before the mount serves.
     pub shared: bool,
@@ -158,6 +161,7 @@ impl Core {
             evict_wake: Signal::default(),
             empty_dirs: Mutex::new(Vec::new()),
             reconcile: Default::default(),
+            own_removals: Default::default(),
             unevictable: Default::default(),
             shared: false,
             flush_backing: false,

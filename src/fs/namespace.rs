@@ -9,6 +9,7 @@ use std::path::Path;
 use fuser::{Errno, FileAttr, INodeNo};
 
 use super::accounts::Created;
+use super::inode::Inode;
 use super::{Caller, Core, Handle, OpResult, Opened};
 use crate::key::key_of;
 use crate::ledger::Kind;
@@ -178,6 +179,7 @@ impl Core {
         let path = self.rel_path(&p, name);
         let _g = self.dirlocks.lock(&[p.key]);
         let st = sys::fstatat(p.fd(), &c)?;
+        self.note_removal(&p, name);
         sys::unlinkat(p.fd(), &c, 0)?;
         self.forget_name(&st, path.as_deref());
         self.refresh_dir(&p);
@@ -190,10 +192,19 @@ impl Core {
         let c = sys::cname(name)?;
         let _g = self.dirlocks.lock(&[p.key]);
         let st = sys::fstatat(p.fd(), &c)?;
+        self.note_removal(&p, name);
         sys::unlinkat(p.fd(), &c, libc::AT_REMOVEDIR)?;
         self.accounts.lock().remove(key_of(&st));
         self.refresh_dir(&p);
         Ok(())
+    }
+
+    /// Notes a removal (or move away) of `name` in the directory `p` for the
+    /// watch on BACKING, which sees its top directory only.
+    fn note_removal(&self, p: &Inode, name: &OsStr) {
+        if p.ino == super::inode::ROOT_INO {
+            self.own_removals.note(name);
+        }
     }
 
     /// The ledger side of removing the name `path` of the object `st`.
@@ -226,6 +237,10 @@ impl Core {
         let _g = self.dirlocks.lock(&[p.key, np.key]);
         let src = sys::fstatat(p.fd(), &c)?;
         let dst = sys::fstatat(np.fd(), &nc).ok();
+        self.note_removal(&p, name);
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            self.note_removal(&np, newname);
+        }
         sys::renameat2(p.fd(), &c, np.fd(), &nc, flags)?;
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         if let Some(d) = dst.as_ref().filter(|d| key_of(d) != key_of(&src)) {
