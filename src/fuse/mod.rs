@@ -156,8 +156,14 @@ impl Filesystem for BoundFs {
         }
     }
 
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.core.stats.requests.count(Op::Forget);
+    fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
+        // fuser hands a BATCH_FORGET over node by node, each with the batch's
+        // header: count a message once (one request, as the kernel sent it).
+        thread_local! { static LAST_FORGET: std::cell::Cell<u64> = const { std::cell::Cell::new(0) } }
+        let unique = u64::from(req.unique());
+        if LAST_FORGET.with(|l| l.replace(unique)) != unique {
+            self.core.stats.requests.count(Op::Forget);
+        }
         self.core.inodes.forget(ino.0, nlookup);
     }
 
