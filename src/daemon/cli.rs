@@ -17,7 +17,7 @@ use crate::config::{self, ConfigError, Options, err};
     after_help = "Example: boundfs /data/kv /mnt/kv -o max_size=24G\n\
                   Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
                   low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, allow_other, shared, flush, \
-                  metrics_file, metrics_interval, reconcile_interval, stale_tmp, log_file (and mount(8)'s rw, noexec, exec, noatime, relatime, nofail, _netdev, x-* ...).\n\
+                  metrics_file, metrics_interval, reconcile_interval, stale_tmp, warm_entries, log_file (and mount(8)'s rw, noexec, exec, noatime, relatime, nofail, _netdev, x-* ...).\n\
                   Sizes: bytes, or K/M/G/T = KiB/MiB/GiB/TiB (powers of 1024), fractions allowed (1.5G).\n\
                   Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE"
 )]
@@ -86,6 +86,10 @@ pub struct Args {
     /// (0: never; at least 1s) [default: 1h].
     #[arg(long, value_name = "DURATION")]
     pub stale_tmp: Option<String>,
+    /// After mounting, warm the kernel's entries of this many most recently used block files in the
+    /// background, so the first loads after a restart skip their LOOKUPs (0: off) [default: 4096].
+    #[arg(long, value_name = "N")]
+    pub warm_entries: Option<String>,
 }
 
 /// The `-o` keys that take a value.
@@ -102,6 +106,7 @@ const KEYS: &[&str] = &[
     "metrics_interval",
     "reconcile_interval",
     "stale_tmp",
+    "warm_entries",
     "flush",
     "log_file",
 ];
@@ -175,6 +180,7 @@ pub fn options(args: Args) -> Result<Options, ConfigError> {
     flag("metrics_interval", &args.metrics_interval, &mut kv);
     flag("reconcile_interval", &args.reconcile_interval, &mut kv);
     flag("stale_tmp", &args.stale_tmp, &mut kv);
+    flag("warm_entries", &args.warm_entries, &mut kv);
     flag("flush", &args.flush, &mut kv);
     flag("log_file", &args.log_file, &mut kv);
     for p in &args.pattern {
@@ -316,6 +322,18 @@ fn build(
         Some(v) => config::parse_interval("stale_tmp", v, std::time::Duration::from_secs(1))?,
         None => config::DEFAULT_STALE_TMP,
     };
+    let warm_entries = match get("warm_entries") {
+        Some(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n <= config::MAX_WARM_ENTRIES => n,
+            _ => {
+                return err(format!(
+                    "warm_entries: '{v}' must be a whole number from 0 (off) to {}, e.g. warm_entries=4096",
+                    config::MAX_WARM_ENTRIES
+                ));
+            }
+        },
+        None => config::DEFAULT_WARM_ENTRIES,
+    };
     let flush = match get("flush") {
         Some(v) => config::parse_flush(v)?,
         None => config::FlushMode::Auto,
@@ -351,6 +369,7 @@ fn build(
         flush,
         log_file,
         atime: config::Atime::default(),
+        warm_entries,
     })
 }
 
