@@ -30,7 +30,7 @@ use crate::ledger::policy::Policy;
 use crate::ledger::{Kind, Ledger};
 use crate::stats::Stats;
 use crate::sys;
-use crate::workers::{evictor, reconcile, scan, stamp, watch};
+use crate::workers::{evictor, reconcile, scan, stamp, warm, watch};
 use sdnotify::Notify;
 
 enum Event {
@@ -209,6 +209,10 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         workers.push(
             thread::Builder::new().name("watch".into()).spawn(move || watch::run(c, || s.load(Ordering::Relaxed))),
         );
+        let (c, s, mnt, n) = (core.clone(), stop.clone(), opts.mountpoint.clone(), opts.warm_entries);
+        workers.push(thread::Builder::new().name("warm".into()).spawn(move || {
+            warm::run(c, &mnt, n, || s.load(Ordering::Relaxed));
+        }));
     }
     core.maybe_wake_evictor();
     log::info!(

@@ -6,4 +6,5 @@ pub mod evictor;
 pub mod reconcile;
 pub mod scan;
 pub mod stamp;
+pub mod warm;
 pub mod watch;
