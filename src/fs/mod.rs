@@ -106,6 +106,9 @@ pub struct Core {
     pub reconcile: crate::wake::Waker,
     /// Top entries of BACKING the daemon removed itself, for the watch.
     pub own_removals: own_removals::OwnRemovals,
+    /// Thread id of the daemon's own thread warming the kernel's entries
+    /// (`workers::warm`), 0 when none: its LOOKUPs are no use of a block.
+    pub warm_tid: std::sync::atomic::AtomicI32,
     /// `-o shared`: opens hold a flock and eviction takes one (see [`shared`]).
     /// Set once, before the mount serves.
     pub shared: bool,
@@ -162,6 +165,7 @@ impl Core {
             empty_dirs: Mutex::new(Vec::new()),
             reconcile: Default::default(),
             own_removals: Default::default(),
+            warm_tid: Default::default(),
             unevictable: Default::default(),
             shared: false,
             flush_backing: false,

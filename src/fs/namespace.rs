@@ -24,6 +24,12 @@ impl Core {
     /// block file found this way becomes most recent. Errors: the backing errno
     /// (ENOENT for a miss).
     pub fn lookup(&self, parent: INodeNo, name: &OsStr) -> OpResult<FileAttr> {
+        self.lookup_as(parent, name, true)
+    }
+
+    /// LOOKUP as [`Core::lookup`]; `touch`: whether finding a known block
+    /// counts as a use of it (false for the daemon's own warming lookups).
+    pub fn lookup_as(&self, parent: INodeNo, name: &OsStr, touch: bool) -> OpResult<FileAttr> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
         // The stripe orders this lookup with the removal of an emptied
@@ -39,7 +45,7 @@ impl Core {
             }
         };
         let st = sys::fstat(fd.as_fd())?;
-        Ok(self.publish(&p, name, fd, &st, true))
+        Ok(self.publish(&p, name, fd, &st, touch))
     }
 
     /// CREATE: creates (or, without O_EXCL, opens) `name` and opens it.

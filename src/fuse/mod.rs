@@ -147,9 +147,11 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Destroy);
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.core.stats.requests.count(Op::Lookup);
-        match self.core.lookup(parent, name) {
+        // The daemon's own warming lookups (workers::warm) are no use of a block.
+        let warming = req.pid() as i32 == self.core.warm_tid.load(std::sync::atomic::Ordering::Relaxed);
+        match self.core.lookup_as(parent, name, !warming) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(Errno::ENOENT) if !self.ttl.is_zero() => reply.entry(&self.ttl, &negative_entry(), Generation(0)),
             Err(e) => reply_err!(reply, "lookup", e),

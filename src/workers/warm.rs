@@ -4,7 +4,9 @@
 //! component (three for a vLLM-style `h[0:3]/h[3:5]/h.bin`) before its OPEN.
 //! Once the start-up index is complete, this thread resolves the
 //! `warm_entries` most recently used block files through the mount itself
-//! (an `O_PATH` open: LOOKUPs only, no OPEN, no recency change), so the
+//! (an `O_PATH` open: LOOKUPs only, no OPEN; the daemon knows its own
+//! LOOKUPs by the thread id in their header and does not count them as uses,
+//! so the LRU order and the mtimes stay as they were), so the
 //! kernel holds their entries for `attr_timeout` and the engine's first
 //! loads cost OPEN and RELEASE only, as on a warm mount.
 //!
@@ -22,6 +24,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::fs::Core;
@@ -55,6 +58,10 @@ pub fn run(core: Arc<Core>, mountpoint: &Path, count: usize, stop: impl Fn() -> 
             return 0;
         }
     };
+    // Its LOOKUPs reach the daemon with this thread's id: they are not uses
+    // of the blocks (the LRU order and the mtimes stay as they were).
+    let tid = unsafe { libc::gettid() };
+    core.warm_tid.store(tid, Ordering::Relaxed);
     let mut warmed = 0;
     for p in &paths {
         if stop() {
@@ -66,6 +73,7 @@ pub fn run(core: Arc<Core>, mountpoint: &Path, count: usize, stop: impl Fn() -> 
             Err(_) => break,
         }
     }
+    core.warm_tid.store(0, Ordering::Relaxed);
     log::info!(
         "warmed the kernel's entries of {warmed} most recently used block files in {:.3}s",
         t0.elapsed().as_secs_f64()
