@@ -124,6 +124,9 @@ impl Core {
                 return skip("name unreadable");
             }
         }
+        // Reserved before the ledger refuses opens: an OPEN refused from now
+        // on answers ENOENT only once this name's invalidation is sent.
+        let place = self.inval.reserve();
         if !self.accounts.lock().begin_removal(key, Removal::Block) {
             return skip_open();
         }
@@ -177,7 +180,7 @@ impl Core {
         Stats::add(&self.stats.evicted_bytes, freed);
         drop(guard);
         self.empty_dirs.lock().push((dir_rel.to_path_buf(), 0));
-        let last = self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()));
+        let last = self.inodes.ino_of(&dkey).map(|pino| place.fill(pino, name.to_os_string()));
         Some((freed, last))
     }
 
@@ -202,6 +205,8 @@ impl Core {
         let guard = self.dirlocks.lock(&[dkey]);
         let st = sys::fstatat(dir.as_fd(), &c).map_err(|_| Kept::Missing)?;
         let (key, what) = check(&st)?;
+        // Reserved before the ledger refuses opens (see `evict_victim`).
+        let place = self.inval.reserve();
         // An emptied directory is removed even if the ledger does not know it.
         if !self.accounts.lock().begin_removal(key, what) && what != Removal::Dir {
             return Err(Kept::Busy);
@@ -232,7 +237,7 @@ impl Core {
         };
         drop(guard);
         if let Some(pino) = self.inodes.ino_of(&dkey) {
-            self.inval.push(pino, name.to_os_string());
+            place.fill(pino, name.to_os_string());
         }
         Ok(Removed { freed })
     }
