@@ -32,6 +32,12 @@ pub struct BoundFs {
     dont_mask: bool,
     /// FUSE_HANDLE_KILLPRIV_V2 was negotiated (see [`Filesystem::init`]).
     killpriv: bool,
+    /// Block files resolved by the daemon's own warming (`workers::warm`)
+    /// and not used since, by FUSE inode: their entries were answered with
+    /// attributes valid for 0 s, so a client's first stat, access or open
+    /// of one still reaches the daemon (as GETATTR) and counts as a use, as
+    /// its LOOKUP would have on a cold mount.
+    warmed: parking_lot::Mutex<std::collections::HashSet<u64>>,
 }
 
 impl BoundFs {
@@ -40,7 +46,7 @@ impl BoundFs {
     /// `passthrough` is set and the kernel and our privileges allow it.
     pub fn new(core: Arc<Core>, ttl: Duration, passthrough: bool) -> Self {
         core.enable_passthrough(passthrough);
-        BoundFs { core, ttl, dont_mask: false, killpriv: false }
+        BoundFs { core, ttl, dont_mask: false, killpriv: false, warmed: Default::default() }
     }
 
     /// The mode to create an object with under `parent`: the kernel applied
@@ -152,6 +158,10 @@ impl Filesystem for BoundFs {
         // The daemon's own warming lookups (workers::warm) are no use of a block.
         let warming = req.pid() as i32 == self.core.warm_tid.load(std::sync::atomic::Ordering::Relaxed);
         match self.core.lookup_as(parent, name, !warming) {
+            Ok(a) if warming && a.kind == fuser::FileType::RegularFile && self.core.is_block_name(name) => {
+                self.warmed.lock().insert(a.ino.0);
+                reply.entry_with_ttls(&Duration::ZERO, &self.ttl, &a, Generation(0))
+            }
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(Errno::ENOENT) if !self.ttl.is_zero() => reply.entry(&self.ttl, &negative_entry(), Generation(0)),
             Err(e) => reply_err!(reply, "lookup", e),
@@ -166,11 +176,19 @@ impl Filesystem for BoundFs {
         if LAST_FORGET.with(|l| l.replace(unique)) != unique {
             self.core.stats.requests.count(Op::Forget);
         }
+        self.warmed.lock().remove(&ino.0);
         self.core.inodes.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         self.core.stats.requests.count(Op::Getattr);
+        let first_use = self.warmed.lock().remove(&ino.0);
+        if first_use {
+            // The first use of a warmed block (see `warmed`).
+            if let Ok(i) = self.core.inode(ino) {
+                self.core.touch(i.key);
+            }
+        }
         match self.core.getattr(ino, fh.map(|f| f.0)) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(reply, "getattr", e),
