@@ -8,7 +8,9 @@
 //! LOOKUPs by the thread id in their header and does not count them as uses,
 //! so the LRU order and the mtimes stay as they were), so the
 //! kernel holds their entries for `attr_timeout` and the engine's first
-//! loads cost OPEN and RELEASE only, as on a warm mount.
+//! loads cost GETATTR, OPEN and RELEASE: the block's own attributes are
+//! answered valid for 0 s (`crate::fuse`), so its first stat, access or open
+//! still reaches the daemon and counts as a use, as a LOOKUP would.
 //!
 //! It resolves them in a private copy of the mount namespace
 //! (`unshare(CLONE_NEWNS)` for this thread alone, propagation made private),
