@@ -50,6 +50,13 @@ pub struct DirStream {
     next_off: i64,
 }
 
+impl DirStream {
+    /// The backing directory's fd.
+    pub(super) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 fn dtype(t: u8) -> fuser::FileType {
     use fuser::FileType::*;
     match t {

@@ -20,6 +20,7 @@ pub mod stamps;
 mod evict;
 pub mod lease;
 
+mod context;
 mod control;
 mod data;
 mod direct;
@@ -56,6 +57,7 @@ use inode::{Inode, InodeTable};
 use passthrough::IoModes;
 use stamps::Stamper;
 
+pub use context::Target;
 pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
 pub use data::{DirStream, backing_flags, write_growth};
 pub use evict::INVAL_WAIT;

@@ -1,6 +1,6 @@
 //! `fuser::Filesystem` for [`Core`]: decode the request, call the core
-//! operation, reply. Every error goes out through [`reply_err`], which logs
-//! unexpected errnos once at debug level.
+//! operation, reply. Every error goes out through `reply_err!`, which logs
+//! it with its operation, path or handle and errno (see [`errors`]).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -16,8 +16,10 @@ use fuser::{
 };
 
 use crate::fs::passthrough::Plan;
-use crate::fs::{Caller, Core, Opened, Xattr};
+use crate::fs::{Caller, Core, Opened, Target, Xattr};
 use crate::stats::Op;
+
+mod errors;
 
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
 /// filesystem (overlayfs, as in most containers); nothing stacks on boundfs.
@@ -87,21 +89,11 @@ fn who(req: &Request) -> Caller {
     Caller { uid: req.uid(), gid: req.gid() }
 }
 
-/// Logs errnos that are not part of normal traffic.
-fn log_err(op: &str, e: Errno) -> Errno {
-    let c = e.code();
-    if c == libc::EMFILE || c == libc::ENFILE {
-        crate::warn_limited!("{op}: out of file descriptors; raise the daemon's open file limit (LimitNOFILE=)");
-    }
-    if ![libc::ENOENT, libc::EEXIST, libc::ENODATA, libc::ENOTEMPTY, libc::ERANGE, libc::ENOSPC].contains(&c) {
-        log::debug!("{op}: {}", std::io::Error::from_raw_os_error(c));
-    }
-    e
-}
-
+/// Replies `$e` to `$reply` after logging the failure of `$op` on
+/// `$target` (see [`errors::failed`]).
 macro_rules! reply_err {
-    ($reply:expr, $op:literal, $e:expr) => {
-        $reply.error(log_err($op, $e))
+    ($self:ident, $reply:expr, $op:ident, $target:expr, $e:expr) => {
+        $reply.error(errors::failed(&$self.core, Op::$op, $target, $e))
     };
 }
 
@@ -152,7 +144,7 @@ impl Filesystem for BoundFs {
         match self.core.lookup(parent, name) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(Errno::ENOENT) if !self.ttl.is_zero() => reply.entry(&self.ttl, &negative_entry(), Generation(0)),
-            Err(e) => reply_err!(reply, "lookup", e),
+            Err(e) => reply_err!(self, reply, Lookup, Target::Entry(parent, name), e),
         }
     }
 
@@ -165,7 +157,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Getattr);
         match self.core.getattr(ino, fh.map(|f| f.0)) {
             Ok(a) => reply.attr(&self.ttl, &a),
-            Err(e) => reply_err!(reply, "getattr", e),
+            Err(e) => reply_err!(self, reply, Getattr, Target::Ino(ino), e),
         }
     }
 
@@ -193,7 +185,7 @@ impl Filesystem for BoundFs {
         let kill = self.killpriv && req.uid() != 0;
         match self.core.setattr(ino, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, kill) {
             Ok(a) => reply.attr(&self.ttl, &a),
-            Err(e) => reply_err!(reply, "setattr", e),
+            Err(e) => reply_err!(self, reply, Setattr, Target::Ino(ino), e),
         }
     }
 
@@ -201,7 +193,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Readlink);
         match self.core.readlink(ino) {
             Ok(t) => reply.data(&t),
-            Err(e) => reply_err!(reply, "readlink", e),
+            Err(e) => reply_err!(self, reply, Readlink, Target::Ino(ino), e),
         }
     }
 
@@ -209,7 +201,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Mknod);
         match self.core.mknod(parent, name, self.creation_mode(parent, mode, umask), rdev, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(reply, "mknod", e),
+            Err(e) => reply_err!(self, reply, Mknod, Target::Entry(parent, name), e),
         }
     }
 
@@ -217,7 +209,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Mkdir);
         match self.core.mkdir(parent, name, self.creation_mode(parent, mode, umask), who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(reply, "mkdir", e),
+            Err(e) => reply_err!(self, reply, Mkdir, Target::Entry(parent, name), e),
         }
     }
 
@@ -225,7 +217,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Unlink);
         match self.core.unlink(parent, name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "unlink", e),
+            Err(e) => reply_err!(self, reply, Unlink, Target::Entry(parent, name), e),
         }
     }
 
@@ -233,7 +225,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Rmdir);
         match self.core.rmdir(parent, name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "rmdir", e),
+            Err(e) => reply_err!(self, reply, Rmdir, Target::Entry(parent, name), e),
         }
     }
 
@@ -241,7 +233,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Symlink);
         match self.core.symlink(parent, link_name, target, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(reply, "symlink", e),
+            Err(e) => reply_err!(self, reply, Symlink, Target::Entry(parent, link_name), e),
         }
     }
 
@@ -258,7 +250,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Rename);
         match self.core.rename(parent, name, newparent, newname, flags.bits()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "rename", e),
+            Err(e) => reply_err!(self, reply, Rename, Target::Rename(parent, name, newparent, newname), e),
         }
     }
 
@@ -266,7 +258,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Link);
         match self.core.link(ino, newparent, newname) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(reply, "link", e),
+            Err(e) => reply_err!(self, reply, Link, Target::Entry(newparent, newname), e),
         }
     }
 
@@ -276,7 +268,7 @@ impl Filesystem for BoundFs {
         match answer {
             Ok((fh, f, Some(id))) => reply.opened_passthrough(FileHandle(fh), f, &id),
             Ok((fh, f, None)) => reply.opened(FileHandle(fh), f),
-            Err(e) => reply_err!(reply, "open", e),
+            Err(e) => reply_err!(self, reply, Open, Target::Ino(ino), e),
         }
     }
 
@@ -294,7 +286,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Read);
         match self.core.read(fh.0, offset, size) {
             Ok(buf) => reply.data(&buf),
-            Err(e) => reply_err!(reply, "read", e),
+            Err(e) => reply_err!(self, reply, Read, Target::Fh(fh.0), e),
         }
     }
 
@@ -314,7 +306,7 @@ impl Filesystem for BoundFs {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         match self.core.write(fh.0, offset, data, kill) {
             Ok(n) => reply.written(n),
-            Err(e) => reply_err!(reply, "write", e),
+            Err(e) => reply_err!(self, reply, Write, Target::Fh(fh.0), e),
         }
     }
 
@@ -327,7 +319,7 @@ impl Filesystem for BoundFs {
         match self.core.flush(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) if e == Errno::ENOSYS => reply.error(e),
-            Err(e) => reply_err!(reply, "flush", e),
+            Err(e) => reply_err!(self, reply, Flush, Target::Fh(fh.0), e),
         }
     }
 
@@ -368,7 +360,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Fsync);
         match self.core.fsync(fh.0, datasync) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "fsync", e),
+            Err(e) => reply_err!(self, reply, Fsync, Target::Fh(fh.0), e),
         }
     }
 
@@ -376,7 +368,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Opendir);
         match self.core.opendir(ino) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply_err!(reply, "opendir", e),
+            Err(e) => reply_err!(self, reply, Opendir, Target::Ino(ino), e),
         }
     }
 
@@ -387,7 +379,7 @@ impl Filesystem for BoundFs {
         });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "readdir", e),
+            Err(e) => reply_err!(self, reply, Readdir, Target::Dir(fh.0), e),
         }
     }
 
@@ -406,7 +398,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Statfs);
         match self.core.statfs() {
             Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
-            Err(e) => reply_err!(reply, "statfs", e),
+            Err(e) => reply_err!(self, reply, Statfs, Target::Mount, e),
         }
     }
 
@@ -423,7 +415,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Setxattr);
         match self.core.setxattr(ino, name, value, flags, req.uid()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "setxattr", e),
+            Err(e) => reply_err!(self, reply, Setxattr, Target::Ino(ino), e),
         }
     }
 
@@ -432,7 +424,7 @@ impl Filesystem for BoundFs {
         match self.core.getxattr(ino, name, size) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
-            Err(e) => reply_err!(reply, "getxattr", e),
+            Err(e) => reply_err!(self, reply, Getxattr, Target::Ino(ino), e),
         }
     }
 
@@ -441,7 +433,7 @@ impl Filesystem for BoundFs {
         match self.core.listxattr(ino, size) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
-            Err(e) => reply_err!(reply, "listxattr", e),
+            Err(e) => reply_err!(self, reply, Listxattr, Target::Ino(ino), e),
         }
     }
 
@@ -449,7 +441,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Removexattr);
         match self.core.removexattr(ino, name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "removexattr", e),
+            Err(e) => reply_err!(self, reply, Removexattr, Target::Ino(ino), e),
         }
     }
 
@@ -457,7 +449,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Access);
         match self.core.access(ino, mask.bits(), req.uid(), req.gid()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "access", e),
+            Err(e) => reply_err!(self, reply, Access, Target::Ino(ino), e),
         }
     }
 
@@ -480,7 +472,7 @@ impl Filesystem for BoundFs {
         match answer {
             Ok((a, (fh, f, Some(id)))) => reply.created_passthrough(ttl, &a, g, FileHandle(fh), f, &id),
             Ok((a, (fh, f, None))) => reply.created(ttl, &a, g, FileHandle(fh), f),
-            Err(e) => reply_err!(reply, "create", e),
+            Err(e) => reply_err!(self, reply, Create, Target::Entry(parent, name), e),
         }
     }
 
@@ -497,7 +489,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Fallocate);
         match self.core.fallocate(fh.0, offset, length, mode) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "fallocate", e),
+            Err(e) => reply_err!(self, reply, Fallocate, Target::Fh(fh.0), e),
         }
     }
 
@@ -505,7 +497,7 @@ impl Filesystem for BoundFs {
         self.core.stats.requests.count(Op::Lseek);
         match self.core.lseek(fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
-            Err(e) => reply_err!(reply, "lseek", e),
+            Err(e) => reply_err!(self, reply, Lseek, Target::Fh(fh.0), e),
         }
     }
 }
