@@ -392,7 +392,8 @@ fn invalidate(core: &Core, dkey: FileKey, rel: &Path) {
 /// module docs). Returns the bytes freed, or None when it was kept (renamed,
 /// replaced, touched, opened, or could not be removed).
 fn remove_stale(core: &Core, key: FileKey, rel: &Path, cutoff: i128) -> Option<u64> {
-    let check = |st: &libc::stat| {
+    let check = |st: Result<&libc::stat, Errno>| {
+        let st = st.map_err(|_| Kept::Missing)?;
         let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
         if key_of(st) != key || !regular || st.st_nlink != 1 || mtime_ns(st) >= cutoff {
             return Err(Kept::Replaced);
