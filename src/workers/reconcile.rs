@@ -6,9 +6,10 @@
 //! One pass (every `reconcile_interval`, default 60 s; 0 disables):
 //! 1. snapshot the keys of live, unopened entries (only these may be dropped:
 //!    an entry created during the walk is never a candidate);
-//! 2. walk BACKING through directory fds (`fstatat(AT_SYMLINK_NOFOLLOW)`,
-//!    subdirectories opened with `openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)`):
-//!    a symlink is indexed as a symlink and never followed;
+//! 2. walk BACKING with the start-up index's walk ([`super::walk`]:
+//!    subdirectories opened with `openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)`),
+//!    each name `fstatat(AT_SYMLINK_NOFOLLOW)`: a symlink is indexed as a
+//!    symlink and never followed;
 //! 3. drop: a snapshot key the walk did not see is verified under its
 //!    directory's stripe (the lock create, rename and eviction take): if its
 //!    name no longer holds it, it leaves usage (never with an open handle).
@@ -37,7 +38,7 @@
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -279,45 +280,24 @@ impl Reconciler {
         dropped
     }
 
-    /// Walks BACKING, classifying every object against the ledger, one
-    /// directory batch per ledger lock.
+    /// Walks BACKING ([`super::walk`]), classifying every object against
+    /// the ledger, one chunk of a directory per ledger lock.
     fn walk(&self, core: &Core, cutoff: Option<i128>) -> Walk {
         let mut w = Walk::default();
         let root = core.root();
         if let Ok(st) = sys::fstat(root.fd()) {
             self.classify(core, &mut w, cutoff, vec![(st, PathBuf::new())]);
         }
-        let mut stack = vec![PathBuf::new()];
-        while let Some(rel) = stack.pop() {
-            let Ok(dir) = sys::open_beneath(root.fd(), &rel, libc::O_RDONLY | libc::O_DIRECTORY) else {
-                w.unreadable += 1;
-                continue;
-            };
-            loop {
-                let batch = match sys::getdents(dir.as_raw_fd()) {
-                    Ok(b) if b.is_empty() => break,
-                    Ok(b) => b,
-                    Err(_) => {
-                        w.unreadable += 1;
-                        break;
-                    }
-                };
-                let mut objs = Vec::with_capacity(batch.len());
-                for e in batch {
-                    if e.name == b"." || e.name == b".." {
-                        continue;
-                    }
-                    let Ok(c) = CString::new(e.name.clone()) else { continue };
-                    let Ok(st) = sys::fstatat(dir.as_fd(), &c) else { continue };
-                    let path = rel.join(OsStr::from_bytes(&e.name));
-                    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-                        stack.push(path.clone());
-                    }
-                    objs.push((st, path));
-                }
-                self.classify(core, &mut w, cutoff, objs);
+        w.unreadable = super::walk::walk(root.fd(), |chunk| {
+            let mut objs = Vec::with_capacity(chunk.names.len());
+            for n in chunk.names {
+                let Ok(c) = CString::new(n.as_slice()) else { continue };
+                let Ok(st) = sys::fstatat(chunk.dir, &c) else { continue };
+                objs.push((st, chunk.rel.join(OsStr::from_bytes(n))));
             }
-        }
+            self.classify(core, &mut w, cutoff, objs);
+            true
+        });
         w
     }
 
