@@ -189,7 +189,7 @@ impl Core {
             Ok(v) => v,
             Err(Kept::Vanished { freed, .. }) => {
                 drop(guard);
-                let ticket = self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()));
+                let ticket = self.invalidate_entry(&dkey, name);
                 return Err(Kept::Vanished { freed, ticket });
             }
             Err(k) => return Err(k),
@@ -236,7 +236,7 @@ impl Core {
         // The lock (shared mode) is held until the name is gone.
         drop(victim);
         drop(guard);
-        let ticket = self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()));
+        let ticket = self.invalidate_entry(&dkey, name);
         Ok(Removed { freed, ticket })
     }
 
@@ -352,9 +352,7 @@ impl Core {
                 Err(Kept::Busy) if tries < 60 => {
                     // The kernel still holds the directory: ask it to drop the entry.
                     if let Some(p) = self.parent_of(&rel) {
-                        if let Some(pino) = self.inodes.ino_of(&p.key) {
-                            self.inval.push(pino, p.name.to_os_string());
-                        }
+                        self.invalidate_entry(&p.key, p.name);
                     }
                     retry.push((rel.clone(), tries + 1));
                 }

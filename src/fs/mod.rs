@@ -84,17 +84,17 @@ pub struct Core {
     /// Canonical BACKING path (to turn /proc/self/fd links into relative paths).
     pub root_path: PathBuf,
     /// FUSE inodes ↔ backing objects.
-    pub inodes: InodeTable,
+    inodes: InodeTable,
     /// Usage, LRU, pins, reservations, the budget: the one door to the ledger.
     accounts: Accounts,
     /// Namespace serialisation per backing directory.
-    pub dirlocks: DirLocks,
+    dirlocks: DirLocks,
     /// Selects block files by name.
     pub matcher: GlobSet,
     /// Counters.
-    pub stats: Stats,
+    stats: Stats,
     /// Kernel cache invalidations.
-    pub inval: Invalidator,
+    inval: Invalidator,
     /// Pending mtime stamps.
     pub stamper: Stamper,
     /// Wakes the background evictor (work pending, or stop).
@@ -190,6 +190,49 @@ impl Core {
     /// it was called (the background evictor's sleep).
     pub fn evictor_wait(&self, timeout: Duration) -> bool {
         self.evict_wake.wait_for(timeout)
+    }
+
+    /// The counters (relaxed atomics; see [`Stats`]).
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The kernel invalidation queue, for its thread (`run`, `stop`) and
+    /// the session's notifier (`set_notifier`); events go through
+    /// [`Core::invalidate_entry`] and [`Core::stamped`].
+    pub fn invalidator(&self) -> &Invalidator {
+        &self.inval
+    }
+
+    /// Takes the stripes of directories `dirs` (lock order: see the module
+    /// docs), for a worker that checks names in them against the ledger.
+    pub fn lock_dirs(&self, dirs: &[FileKey]) -> dirlock::DirGuard<'_> {
+        self.dirlocks.lock(dirs)
+    }
+
+    /// The inode the kernel holds for backing object `key`, if any.
+    pub fn inode_of_key(&self, key: &FileKey) -> Option<Arc<Inode>> {
+        self.inodes.ino_of(key).and_then(|ino| self.inodes.get(ino))
+    }
+
+    /// FORGET: the kernel dropped `nlookup` references to `ino`.
+    pub fn forget(&self, ino: INodeNo, nlookup: u64) {
+        self.inodes.forget(ino.0, nlookup);
+    }
+
+    /// Queues the kernel invalidation of `name` in the directory `dir`, if
+    /// the kernel holds that directory. Returns the ticket to wait on.
+    pub fn invalidate_entry(&self, dir: &FileKey, name: &OsStr) -> Option<u64> {
+        self.inodes.ino_of(dir).map(|pino| self.inval.push(pino, name.to_os_string()))
+    }
+
+    /// The stamp writer stamped `keys`: counts them, and has the kernel drop
+    /// the cached attributes (it caches them for attr_timeout) of those it holds.
+    pub fn stamped(&self, keys: &[FileKey]) {
+        Stats::add(&self.stats.stamps, keys.len() as u64);
+        keys.iter().filter_map(|k| self.inodes.ino_of(k)).for_each(|ino| {
+            self.inval.push_attrs(ino);
+        });
     }
 
     /// The BACKING root's `O_PATH` fd.

@@ -99,7 +99,7 @@ macro_rules! reply_err {
 
 impl Filesystem for BoundFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        self.core.stats.requests.count(Op::Init);
+        self.core.stats().requests.count(Op::Init);
         // READ and WRITE requests: fuser asks for its largest max_write (16 MiB)
         // and max_pages to match; the kernel caps both at
         // fs.fuse.max_pages_limit pages (256 = 1 MiB by default), so requests
@@ -136,11 +136,11 @@ impl Filesystem for BoundFs {
     }
 
     fn destroy(&mut self) {
-        self.core.stats.requests.count(Op::Destroy);
+        self.core.stats().requests.count(Op::Destroy);
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.core.stats.requests.count(Op::Lookup);
+        self.core.stats().requests.count(Op::Lookup);
         match self.core.lookup(parent, name) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(Errno::ENOENT) if !self.ttl.is_zero() => reply.entry(&self.ttl, &negative_entry(), Generation(0)),
@@ -149,12 +149,12 @@ impl Filesystem for BoundFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.core.stats.requests.count(Op::Forget);
-        self.core.inodes.forget(ino.0, nlookup);
+        self.core.stats().requests.count(Op::Forget);
+        self.core.forget(ino, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.core.stats.requests.count(Op::Getattr);
+        self.core.stats().requests.count(Op::Getattr);
         match self.core.getattr(ino, fh.map(|f| f.0)) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(self, reply, Getattr, Target::Ino(ino), e),
@@ -179,7 +179,7 @@ impl Filesystem for BoundFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.core.stats.requests.count(Op::Setattr);
+        self.core.stats().requests.count(Op::Setattr);
         // FATTR_KILL_SUIDGID is not passed on by fuser: a caller other than
         // root stands for "lacks CAP_FSETID".
         let kill = self.killpriv && req.uid() != 0;
@@ -190,7 +190,7 @@ impl Filesystem for BoundFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.core.stats.requests.count(Op::Readlink);
+        self.core.stats().requests.count(Op::Readlink);
         match self.core.readlink(ino) {
             Ok(t) => reply.data(&t),
             Err(e) => reply_err!(self, reply, Readlink, Target::Ino(ino), e),
@@ -198,7 +198,7 @@ impl Filesystem for BoundFs {
     }
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
-        self.core.stats.requests.count(Op::Mknod);
+        self.core.stats().requests.count(Op::Mknod);
         match self.core.mknod(parent, name, self.creation_mode(parent, mode, umask), rdev, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(self, reply, Mknod, Target::Entry(parent, name), e),
@@ -206,7 +206,7 @@ impl Filesystem for BoundFs {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        self.core.stats.requests.count(Op::Mkdir);
+        self.core.stats().requests.count(Op::Mkdir);
         match self.core.mkdir(parent, name, self.creation_mode(parent, mode, umask), who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(self, reply, Mkdir, Target::Entry(parent, name), e),
@@ -214,7 +214,7 @@ impl Filesystem for BoundFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Unlink);
+        self.core.stats().requests.count(Op::Unlink);
         match self.core.unlink(parent, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Unlink, Target::Entry(parent, name), e),
@@ -222,7 +222,7 @@ impl Filesystem for BoundFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Rmdir);
+        self.core.stats().requests.count(Op::Rmdir);
         match self.core.rmdir(parent, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Rmdir, Target::Entry(parent, name), e),
@@ -230,7 +230,7 @@ impl Filesystem for BoundFs {
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        self.core.stats.requests.count(Op::Symlink);
+        self.core.stats().requests.count(Op::Symlink);
         match self.core.symlink(parent, link_name, target, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(self, reply, Symlink, Target::Entry(parent, link_name), e),
@@ -247,7 +247,7 @@ impl Filesystem for BoundFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.core.stats.requests.count(Op::Rename);
+        self.core.stats().requests.count(Op::Rename);
         match self.core.rename(parent, name, newparent, newname, flags.bits()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Rename, Target::Rename(parent, name, newparent, newname), e),
@@ -255,7 +255,7 @@ impl Filesystem for BoundFs {
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
-        self.core.stats.requests.count(Op::Link);
+        self.core.stats().requests.count(Op::Link);
         match self.core.link(ino, newparent, newname) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(self, reply, Link, Target::Entry(newparent, newname), e),
@@ -263,7 +263,7 @@ impl Filesystem for BoundFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.core.stats.requests.count(Op::Open);
+        self.core.stats().requests.count(Op::Open);
         let answer = self.core.open(ino, flags.0).and_then(|o| self.answer(o, |fd| reply.open_backing(fd)));
         match answer {
             Ok((fh, f, Some(id))) => reply.opened_passthrough(FileHandle(fh), f, &id),
@@ -283,7 +283,7 @@ impl Filesystem for BoundFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.core.stats.requests.count(Op::Read);
+        self.core.stats().requests.count(Op::Read);
         match self.core.read(fh.0, offset, size) {
             Ok(buf) => reply.data(&buf),
             Err(e) => reply_err!(self, reply, Read, Target::Fh(fh.0), e),
@@ -302,7 +302,7 @@ impl Filesystem for BoundFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.core.stats.requests.count(Op::Write);
+        self.core.stats().requests.count(Op::Write);
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         match self.core.write(fh.0, offset, data, kill) {
             Ok(n) => reply.written(n),
@@ -315,7 +315,7 @@ impl Filesystem for BoundFs {
     /// trip per close. Where BACKING commits at close (`flush`), the backing
     /// file is flushed first (see `Core::flush`).
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Flush);
+        self.core.stats().requests.count(Op::Flush);
         match self.core.flush(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) if e == Errno::ENOSYS => reply.error(e),
@@ -336,7 +336,7 @@ impl Filesystem for BoundFs {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
-        self.core.stats.requests.count(Op::Ioctl);
+        self.core.stats().requests.count(Op::Ioctl);
         reply.error(Errno::ENOTTY);
     }
 
@@ -350,14 +350,14 @@ impl Filesystem for BoundFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.core.stats.requests.count(Op::Release);
+        self.core.stats().requests.count(Op::Release);
         let backing = self.core.release(fh.0);
         reply.ok();
         drop(backing);
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Fsync);
+        self.core.stats().requests.count(Op::Fsync);
         match self.core.fsync(fh.0, datasync) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Fsync, Target::Fh(fh.0), e),
@@ -365,7 +365,7 @@ impl Filesystem for BoundFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.core.stats.requests.count(Op::Opendir);
+        self.core.stats().requests.count(Op::Opendir);
         match self.core.opendir(ino) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply_err!(self, reply, Opendir, Target::Ino(ino), e),
@@ -373,7 +373,7 @@ impl Filesystem for BoundFs {
     }
 
     fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        self.core.stats.requests.count(Op::Readdir);
+        self.core.stats().requests.count(Op::Readdir);
         let r = self.core.readdir(fh.0, offset as i64, |ino, next, kind, name| {
             reply.add(INodeNo(ino), next as u64, kind, OsStr::from_bytes(name))
         });
@@ -384,18 +384,18 @@ impl Filesystem for BoundFs {
     }
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Releasedir);
+        self.core.stats().requests.count(Op::Releasedir);
         self.core.releasedir(fh.0);
         reply.ok();
     }
 
     fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Fsyncdir);
+        self.core.stats().requests.count(Op::Fsyncdir);
         reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.core.stats.requests.count(Op::Statfs);
+        self.core.stats().requests.count(Op::Statfs);
         match self.core.statfs() {
             Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
             Err(e) => reply_err!(self, reply, Statfs, Target::Mount, e),
@@ -412,7 +412,7 @@ impl Filesystem for BoundFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        self.core.stats.requests.count(Op::Setxattr);
+        self.core.stats().requests.count(Op::Setxattr);
         match self.core.setxattr(ino, name, value, flags, req.uid()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Setxattr, Target::Ino(ino), e),
@@ -420,7 +420,7 @@ impl Filesystem for BoundFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.core.stats.requests.count(Op::Getxattr);
+        self.core.stats().requests.count(Op::Getxattr);
         match self.core.getxattr(ino, name, size) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
@@ -429,7 +429,7 @@ impl Filesystem for BoundFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.core.stats.requests.count(Op::Listxattr);
+        self.core.stats().requests.count(Op::Listxattr);
         match self.core.listxattr(ino, size) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
@@ -438,7 +438,7 @@ impl Filesystem for BoundFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Removexattr);
+        self.core.stats().requests.count(Op::Removexattr);
         match self.core.removexattr(ino, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Removexattr, Target::Ino(ino), e),
@@ -446,7 +446,7 @@ impl Filesystem for BoundFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Access);
+        self.core.stats().requests.count(Op::Access);
         match self.core.access(ino, mask.bits(), req.uid(), req.gid()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Access, Target::Ino(ino), e),
@@ -463,7 +463,7 @@ impl Filesystem for BoundFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        self.core.stats.requests.count(Op::Create);
+        self.core.stats().requests.count(Op::Create);
         let answer = self
             .core
             .create(parent, name, self.creation_mode(parent, mode, umask), flags, who(req))
@@ -486,7 +486,7 @@ impl Filesystem for BoundFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.core.stats.requests.count(Op::Fallocate);
+        self.core.stats().requests.count(Op::Fallocate);
         match self.core.fallocate(fh.0, offset, length, mode) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Fallocate, Target::Fh(fh.0), e),
@@ -494,7 +494,7 @@ impl Filesystem for BoundFs {
     }
 
     fn lseek(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
-        self.core.stats.requests.count(Op::Lseek);
+        self.core.stats().requests.count(Op::Lseek);
         match self.core.lseek(fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
             Err(e) => reply_err!(self, reply, Lseek, Target::Fh(fh.0), e),

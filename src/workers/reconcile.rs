@@ -244,7 +244,7 @@ impl Reconciler {
         let Some(rel) = path else {
             // No name to check: gone if the kernel's fd says so, or if two
             // passes in a row did not see it.
-            let gone = match core.inodes.ino_of(&key).and_then(|ino| core.inodes.get(ino)) {
+            let gone = match core.inode_of_key(&key) {
                 Some(i) => sys::fstat(i.fd()).is_ok_and(|st| st.st_nlink == 0),
                 None => self.missed.contains(&key),
             };
@@ -266,7 +266,7 @@ impl Reconciler {
             Err(_) => return None,
         };
         let dkey = key_of(&sys::fstat(dir.as_fd()).ok()?);
-        let _g = core.dirlocks.lock(&[dkey]);
+        let _g = core.lock_dirs(&[dkey]);
         let dropped = match sys::fstatat(dir.as_fd(), &c) {
             Ok(st) if key_of(&st) == key => None,
             Ok(_) => drop_unused_at(core, key, Some(&rel)),
@@ -355,7 +355,7 @@ fn verify(core: &Core, key: FileKey, rel: &Path) -> Option<(u64, FileKey)> {
         return stat_beneath(core, key, rel).map(|n| (n, key));
     }
     let p = core.parent_of(rel)?;
-    let _g = core.dirlocks.lock(&[p.key]);
+    let _g = core.lock_dirs(&[p.key]);
     let st = sys::fstatat(p.dir.as_fd(), &p.c).ok()?;
     (key_of(&st) == key).then(|| (sys::allocated(&st), p.key))
 }
@@ -363,8 +363,8 @@ fn verify(core: &Core, key: FileKey, rel: &Path) -> Option<(u64, FileKey)> {
 /// Asks the kernel to drop its cached entry for `rel`'s name, if it holds
 /// the directory `dkey`.
 fn invalidate(core: &Core, dkey: FileKey, rel: &Path) {
-    if let (Some(pino), Some(name)) = (core.inodes.ino_of(&dkey), rel.file_name()) {
-        core.inval.push(pino, name.to_os_string());
+    if let Some(name) = rel.file_name() {
+        core.invalidate_entry(&dkey, name);
     }
 }
 
@@ -406,9 +406,9 @@ pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
         gap = REQUEST_MIN_GAP;
         let t0 = Instant::now();
         let r = rec.pass(&core);
-        Stats::add(&core.stats.reconciles, 1);
-        Stats::add(&core.stats.reconcile_fixes, r.adopted + r.dropped + r.resized + r.restored);
-        Stats::add(&core.stats.stale_tmp_removed, r.stale_removed);
+        Stats::add(&core.stats().reconciles, 1);
+        Stats::add(&core.stats().reconcile_fixes, r.adopted + r.dropped + r.resized + r.restored);
+        Stats::add(&core.stats().stale_tmp_removed, r.stale_removed);
         // One guard, dropped before the message: the ledger lock is not reentrant.
         let (usage, max_size) = {
             let l = core.accounts().lock();

@@ -124,7 +124,7 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
     let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let stamped_after = unix_now.saturating_sub(core.stamp_interval_secs()) as i64;
     let unreadable = walk(root.as_fd(), |c| {
-        let _stripe = core.dirlocks.lock(&[c.key]);
+        let _stripe = core.lock_dirs(&[c.key]);
         let found = stat_chunk(c.dir, c.rel, c.names, &core.matcher);
         record(&mut core.accounts().lock(), found, stamped_after, &mut report, &mut order);
         !stop()
