@@ -59,7 +59,7 @@ use stamps::Stamper;
 
 pub use context::Target;
 pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
-pub use data::{DirStream, backing_flags, write_growth};
+pub use data::{DirStream, SetAttr, backing_flags, write_growth};
 pub use evict::INVAL_WAIT;
 pub(crate) use evict::Kept;
 pub use meta::{StatFs, Xattr};

@@ -16,7 +16,7 @@ use fuser::{
 };
 
 use crate::fs::passthrough::Plan;
-use crate::fs::{Caller, Core, Opened, Target, Xattr};
+use crate::fs::{Caller, Core, Opened, SetAttr, Target, Xattr};
 use crate::stats::Op;
 
 mod errors;
@@ -182,8 +182,9 @@ impl Filesystem for BoundFs {
         self.core.stats().requests.count(Op::Setattr);
         // FATTR_KILL_SUIDGID is not passed on by fuser: a caller other than
         // root stands for "lacks CAP_FSETID".
-        let kill = self.killpriv && req.uid() != 0;
-        match self.core.setattr(ino, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, kill) {
+        let kill_suidgid = self.killpriv && req.uid() != 0;
+        let set = SetAttr { fh: fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, kill_suidgid };
+        match self.core.setattr(ino, &set) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(self, reply, Setattr, Target::Ino(ino), e),
         }
