@@ -349,6 +349,10 @@ fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
 }
 
 #[cfg(test)]
+#[path = "data_tests.rs"]
+mod tests;
+
+#[cfg(test)]
 mod kill_tests {
     use super::killed_privs;
 

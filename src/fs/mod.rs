@@ -130,6 +130,9 @@ pub struct Core {
     start: Instant,
     stamp_secs: u32,
     euid: u32,
+    /// How long a write that would fail with ENOSPC waits for a RELEASE
+    /// ([`RELEASE_WAIT`]; tests lengthen it).
+    release_wait: Duration,
 }
 
 impl Core {
@@ -173,6 +176,7 @@ impl Core {
             start: Instant::now(),
             stamp_secs: stamp_interval.as_secs().min(u32::MAX as u64) as u32,
             euid: unsafe { libc::geteuid() },
+            release_wait: RELEASE_WAIT,
         }
     }
 
@@ -369,7 +373,7 @@ impl Core {
                         // us: a file just closed may still look open. Give
                         // pending releases a moment before answering ENOSPC.
                         waited = true;
-                        self.accounts.wait_released(&mut l, RELEASE_WAIT);
+                        self.accounts.wait_released(&mut l, self.release_wait);
                         continue;
                     }
                     Err(Refused::Short(s)) => (s, l.evictable_bytes()),
