@@ -1,5 +1,7 @@
-//! Options, their defaults, and validation. Every check here runs before
-//! anything is mounted; a failure is one [`ConfigError`] line for the user.
+//! The validated [`Options`] handed to the core, the value parsers the one
+//! clap definition of the options uses (`daemon::cli::Args`, which holds
+//! their defaults and help), and the path checks. Every check here runs
+//! before anything is mounted; a failure is one [`ConfigError`] line for the user.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -7,46 +9,36 @@ use std::time::Duration;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
-/// Default `high_watermark`: fraction of `max_size` above which the background evictor runs.
+/// Default `high_watermark` (the clap default of `--high-watermark`, and
+/// the ledger's when built without options): fraction of `max_size` above
+/// which the background evictor runs.
 pub const DEFAULT_HIGH_WATERMARK: f64 = 0.95;
 /// Default `low_watermark`: fraction of `max_size` the evictor brings usage down to.
 pub const DEFAULT_LOW_WATERMARK: f64 = 0.90;
-/// Default `pattern`: the block files of vLLM, SGLang and llm-d.
-pub const DEFAULT_PATTERN: &str = "*.bin";
-/// Default `stamp_interval`: at most one mtime stamp per file per minute.
-pub const DEFAULT_STAMP_INTERVAL: Duration = Duration::from_secs(60);
-/// Default `metrics_interval`: node_exporter's default scrape interval.
-pub const DEFAULT_METRICS_INTERVAL: Duration = Duration::from_secs(15);
 /// Smallest `max_size` accepted (bytes): BACKING's own directory and one
 /// small block must fit.
 pub const MIN_MAX_SIZE: u64 = 1 << 20;
-/// Default `attr_timeout`: how long the kernel may cache entries (including
-/// "no such file") and attributes. Long, so that repeated existence probes
-/// never reach the daemon; what the daemon changes itself (eviction, mtime
-/// stamps) is invalidated explicitly, so only changes made in BACKING behind
-/// the mount's back can be seen this late.
-pub const DEFAULT_ATTR_TIMEOUT: Duration = Duration::from_secs(60);
-/// Default `reconcile_interval`: BACKING is re-walked once a minute (see `workers::reconcile`).
-pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(60);
-/// Default `stamp_interval` with `-o shared`: recency is shared between
+/// Default `stamp_interval` with `-o shared` (60 s otherwise): recency is shared between
 /// nodes only through the mtime stamped on the shared tree, so a block read
 /// on one node must be stamped soon enough for the sweeper (another node) to
 /// see it: stamp (10 s) + reconcile (10 s) stays well within a minute.
 pub const SHARED_STAMP_INTERVAL: Duration = Duration::from_secs(10);
-/// Default `reconcile_interval` with `-o shared`: each pass is how the
+/// Default `reconcile_interval` with `-o shared` (60 s otherwise): each pass is how the
 /// sweeper learns other nodes' stores and stamps, and how every node learns
 /// the shared usage `df` shows; its lag is part of the stated overshoot bound.
 pub const SHARED_RECONCILE_INTERVAL: Duration = Duration::from_secs(10);
-/// Default `attr_timeout` with `-o shared`: other nodes create blocks all the
+/// Default `attr_timeout` with `-o shared` (60 s otherwise): other nodes create blocks all the
 /// time, and the kernel caches "no such file" as long as an entry; 2 s keeps
-/// a block stored on another node a hit on this one within 2 s.
+/// a block stored on another node a hit on this one within 2 s. (The
+/// single-node 60 s is long so that repeated existence probes never reach
+/// the daemon; what the daemon changes itself is invalidated explicitly.)
 pub const SHARED_ATTR_TIMEOUT: Duration = Duration::from_secs(2);
-/// Default `stale_tmp`: engine temporaries untouched for an hour are removed.
-pub const DEFAULT_STALE_TMP: Duration = Duration::from_secs(3600);
 
 /// A bad option or path, worded for the user (one line, says what to do).
 #[derive(Debug, PartialEq)]
 pub struct ConfigError(pub String);
+
+impl std::error::Error for ConfigError {}
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -327,6 +319,17 @@ pub fn parse_duration(key: &str, v: &str) -> Result<Duration, ConfigError> {
         return Ok(Duration::from_secs(secs));
     }
     humantime::parse_duration(t).or_else(|e| err(format!("{key}: '{v}' is not a duration ({e}); e.g. 60s, 5m, 1h")))
+}
+
+/// Parses a duration (as [`parse_duration`]) of at least `min`. Errors:
+/// not a duration, or shorter than `min`.
+pub fn parse_min_duration(key: &str, v: &str, min: Duration) -> Result<Duration, ConfigError> {
+    let d = parse_duration(key, v)?;
+    if d < min {
+        let m = humantime::format_duration(min);
+        return err(format!("{key}: must be at least {m}, e.g. {key}=15s"));
+    }
+    Ok(d)
 }
 
 /// Parses `auto` (true) or `off` (false).

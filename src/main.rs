@@ -42,21 +42,13 @@ fn main() {
     } else {
         (argv, Codes { usage: 2, failure: 1 }, false)
     };
-    let args = match cli::Args::try_parse_from(&argv) {
-        Ok(a) => a,
-        Err(e) => {
-            use clap::error::ErrorKind::*;
-            if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
-                let _ = e.print();
-                exit(0);
-            }
-            eprintln!("boundfs: error: {} (see boundfs --help)", first_line(&e.to_string()));
-            exit(codes.usage);
-        }
-    };
-    let opts = match cli::options(args) {
+    let opts = match cli::parse(&argv) {
         Ok(o) => o,
-        Err(e) => {
+        Err(cli::CliError::Display(e)) => {
+            let _ = e.print();
+            exit(0);
+        }
+        Err(cli::CliError::Bad(e)) => {
             eprintln!("boundfs: error: {e}");
             exit(codes.usage);
         }
@@ -144,17 +136,8 @@ fn run_ctl(cmd: &str, argv: &[OsString]) -> i32 {
                 let _ = e.print();
                 return 0;
             }
-            eprintln!("boundfs {cmd}: error: {} (see boundfs {cmd} --help)", first_line(&e.to_string()));
+            eprintln!("boundfs {cmd}: error: {} (see boundfs {cmd} --help)", cli::first_line(&e.to_string()));
             2
         }
     }
-}
-
-/// clap's error as one line: its first paragraph (some errors continue on
-/// indented lines, e.g. the missing arguments), without "error: " and usage.
-fn first_line(text: &str) -> String {
-    let para: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
-    let line = para.join(" ");
-    let line = line.trim_start_matches("error: ");
-    if line.is_empty() { "bad arguments".to_string() } else { line.to_string() }
 }

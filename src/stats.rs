@@ -1,47 +1,310 @@
-//! Counters of the daemon's work, all monotonic, read by the status xattr and
-//! logged at shutdown. Names are the metric names (units in the name).
+//! The one status table ([`FIELDS`], written with `status_table!`): every
+//! field of a mount's [`Status`] once, with its meaning, its source and its
+//! metric. From it come the `Status` struct (the JSON of `boundfs status
+//! --json` and the `user.boundfs.stats` xattr), the [`Stats`] counters of the
+//! daemon's work (monotonic, logged at shutdown), the copy of those and of
+//! the ledger's counts into a status ([`Status::fill`]) and the metrics
+//! file's families; a test checks docs/reference.md against it. Also the
+//! FUSE opcodes counted.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Event counters (relaxed atomics: each is independent).
-#[derive(Default, Debug)]
-pub struct Stats {
+use serde::{Deserialize, Serialize};
+
+/// Generates [`Stats`] from the rows of the status table marked `[stats]`
+/// (one `AtomicU64` each, the row's doc its doc), plus the two counters the
+/// status shows differently: sweep time (in seconds) and requests per opcode.
+macro_rules! stats_struct {
+    ([$($done:tt)*]) => {
+        /// Event counters (relaxed atomics: each is independent): one per
+        /// status row marked `[stats]`, copied into it by [`Status::fill`].
+        #[derive(Default, Debug)]
+        pub struct Stats {
+            $($done)*
+            /// Time spent in background eviction sweeps, microseconds
+            /// (the status shows `eviction_sweep_seconds`).
+            pub eviction_sweep_micros: AtomicU64,
+            /// FUSE requests received, per opcode (the status's `requests`).
+            pub requests: Requests,
+        }
+    };
+    ([$($done:tt)*] (stats ; $f:ident ; [$($doc:literal)*]) $($rest:tt)*) => {
+        stats_struct!([$($done)* $(#[doc = $doc])* pub $f: AtomicU64,] $($rest)*);
+    };
+    ([$($done:tt)*] ($($o:ident)? ; $f:ident ; [$($doc:literal)*]) $($rest:tt)*) => {
+        stats_struct!([$($done)*] $($rest)*);
+    };
+}
+
+/// Prometheus type of a [`Metric`] (prometheus.io/docs/concepts/metric_types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up (since the mount started); its name ends in `_total`.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+}
+
+/// A metric the `metrics_file` exports for a [`Status`] field.
+#[derive(Debug)]
+pub struct Metric {
+    /// Metric name, unit in the name (`boundfs_usage_bytes`).
+    pub name: &'static str,
+    /// Counter or gauge.
+    pub kind: Kind,
+    /// Its own help, when the field's doc does not fit a sample.
+    pub help: Option<&'static str>,
+}
+
+/// One row of the status table [`FIELDS`]: a [`Status`] field.
+#[derive(Debug)]
+pub struct Field {
+    /// JSON key and field name.
+    pub name: &'static str,
+    /// What it means (the field's doc comment, on one line).
+    pub help: &'static str,
+    /// The metric exported for it, if any.
+    pub metric: Option<Metric>,
+    /// Its value as a sample: numbers as they are, `true` as 1, a non-empty text as 1.
+    pub get: fn(&Status) -> f64,
+}
+
+impl Field {
+    /// The metric's one-line help: its own, or the field's doc without
+    /// markdown code quotes.
+    pub fn metric_help(&self) -> String {
+        self.metric.as_ref().and_then(|m| m.help).unwrap_or(self.help).trim().replace('`', "")
+    }
+}
+
+/// A status value as a Prometheus sample.
+trait Sample {
+    fn sample(&self) -> f64;
+}
+impl Sample for u64 {
+    fn sample(&self) -> f64 {
+        *self as f64
+    }
+}
+impl Sample for u32 {
+    fn sample(&self) -> f64 {
+        f64::from(*self)
+    }
+}
+impl Sample for f64 {
+    fn sample(&self) -> f64 {
+        *self
+    }
+}
+impl Sample for bool {
+    fn sample(&self) -> f64 {
+        f64::from(u8::from(*self))
+    }
+}
+impl Sample for String {
+    fn sample(&self) -> f64 {
+        f64::from(u8::from(!self.is_empty()))
+    }
+}
+impl Sample for BTreeMap<String, u64> {
+    fn sample(&self) -> f64 {
+        self.values().sum::<u64>() as f64
+    }
+}
+
+/// The one table of status fields. Each row
+/// `/// doc` `name: type [source] => Counter|Gauge "metric_name" help "…";` makes:
+/// the [`Status`] field (JSON key `name`, the doc its meaning), its row of
+/// [`FIELDS`] (the metric, if `=> Counter|Gauge` is given; its help is the
+/// doc unless `help` is), and, for `[stats]` and `[ledger]`, the copy from
+/// the [`Stats`] counter or the [`LedgerCounts`] field of the same name in
+/// [`Status::fill`]. The human table ([`Status::table`]) reads the fields.
+macro_rules! status_table {
+    ($(
+        $(#[doc = $doc:literal])*
+        $(#[serde($($serde:tt)*)])?
+        $field:ident : $ty:ty $([$src:ident])? $(=> $kind:ident $metric:literal $(help $help:literal)?)? ;
+    )*) => {
+        /// One snapshot of a mount. Sizes are bytes, times seconds; counters
+        /// (`evictions` … `stamps`) count since the mount started. Fields missing from
+        /// an older daemon's JSON read as 0. Every field is a row of [`FIELDS`].
+        #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+        #[serde(default)]
+        pub struct Status {
+            $( $(#[doc = $doc])* $(#[serde($($serde)*)])? pub $field: $ty, )*
+        }
+
+        /// Every [`Status`] field in JSON order, with its metric: what
+        /// `boundfs status --json`, the metrics file and docs/reference.md
+        /// (checked by a test) list.
+        pub const FIELDS: &[Field] = &[ $( Field {
+            name: stringify!($field),
+            help: concat!($($doc),*),
+            metric: opt!($( Metric { name: $metric, kind: Kind::$kind, help: opt!($($help)?) } )?),
+            get: |s: &Status| Sample::sample(&s.$field),
+        }, )* ];
+
+        stats_struct!([] $( ($($src)? ; $field ; [$($doc)*]) )*);
+
+        impl Status {
+            /// Copies the rows marked `[stats]` from `stats` and those marked
+            /// `[ledger]` from `ledger` (same names).
+            pub fn fill(&mut self, stats: &Stats, ledger: &LedgerCounts) {
+                let _ = (&stats, &ledger);
+                $( $( copy!($src, self.$field, stats.$field, ledger.$field); )? )*
+            }
+        }
+    };
+}
+macro_rules! opt {
+    () => {
+        None
+    };
+    ($x:expr) => {
+        Some($x)
+    };
+}
+macro_rules! copy {
+    (stats, $to:expr, $s:expr, $l:expr) => {
+        $to = Stats::get(&$s)
+    };
+    (ledger, $to:expr, $s:expr, $l:expr) => {
+        $to = $l
+    };
+}
+
+status_table! {
+    /// Version of the daemon serving the mount.
+    version: String;
+    /// The backing directory (canonical path).
+    backing: String;
+    /// The mountpoint (canonical path). Filled in by `boundfs status` from
+    /// the path it was given; the daemon's xattr leaves it empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    mountpoint: String;
+    /// Process id of the daemon serving the mount (for `kill -USR1`,
+    /// `kill -TERM`; fstab mounts run as `mount.fuse.boundfs`, which
+    /// `pgrep boundfs` misses).
+    pid: u32;
+    /// Bytes the backing tree occupies, as `du -s --block-size=1 BACKING` counts them.
+    usage: u64 [ledger] => Gauge "boundfs_usage_bytes";
+    /// The budget (`max_size`), bytes.
+    max_size: u64 => Gauge "boundfs_max_size_bytes";
+    /// Fraction of `max_size` above which background eviction starts.
+    high_watermark: f64;
+    /// Fraction of `max_size` background eviction brings usage down to.
+    low_watermark: f64;
+    /// `high_watermark × max_size`, bytes.
+    high_watermark_bytes: u64 => Gauge "boundfs_high_watermark_bytes";
+    /// `low_watermark × max_size`, bytes.
+    low_watermark_bytes: u64 => Gauge "boundfs_low_watermark_bytes";
+    /// Bytes reserved by writes in flight (usage + reserved never passes max_size).
+    reserved: u64 [ledger] => Gauge "boundfs_reserved_bytes";
+    /// Regular files in the backing tree.
+    files: u64 [ledger] => Gauge "boundfs_files";
+    /// Directories in the backing tree, BACKING itself included.
+    dirs: u64 [ledger] => Gauge "boundfs_dirs";
+    /// Symlinks, fifos, sockets and device nodes.
+    others: u64 [ledger];
+    /// Regular files whose name matches `pattern`.
+    block_files: u64 [ledger] => Gauge "boundfs_block_files";
+    /// Block files eviction could remove now (no open handle).
+    evictable: u64 [ledger] => Gauge "boundfs_evictable_block_files";
+    /// Bytes of the evictable block files.
+    evictable_bytes: u64 => Gauge "boundfs_evictable_bytes";
+    /// Open file handles through the mount.
+    open_handles: u64 [ledger] => Gauge "boundfs_open_handles";
     /// Block files evicted.
-    pub evictions: AtomicU64,
+    evictions: u64 [stats] => Counter "boundfs_evictions_total";
     /// Bytes freed by eviction.
-    pub evicted_bytes: AtomicU64,
+    evicted_bytes: u64 [stats] => Counter "boundfs_evicted_bytes_total";
+    /// Eviction candidates skipped, all reasons (`evict_skipped_open` included).
+    evict_skipped: u64 [stats] => Counter "boundfs_evict_skipped_total";
+    /// Eviction candidates skipped because a client opened them meanwhile.
+    evict_skipped_open: u64 [stats] => Counter "boundfs_evict_skipped_open_total";
+    /// Background eviction sweeps.
+    eviction_sweeps: u64 [stats] => Counter "boundfs_eviction_sweeps_total";
+    /// Time spent in background eviction sweeps, seconds.
+    eviction_sweep_seconds: f64 => Counter "boundfs_eviction_sweep_seconds_total";
     /// Requests answered ENOSPC because nothing evictable could make room.
-    pub enospc: AtomicU64,
-    /// Eviction candidates skipped (renamed, relinked, vanished, could not
-    /// unlink, opened meanwhile): all reasons, `evict_skipped_open` included.
-    pub evict_skipped: AtomicU64,
-    /// Eviction candidates skipped because a client opened them between the
-    /// choice and the unlink.
-    pub evict_skipped_open: AtomicU64,
-    /// Shared mode: eviction candidates made most recent instead, because
-    /// another node stamped them since the last walk (one LRU across nodes).
-    pub evict_reranked: AtomicU64,
-    /// Background eviction sweeps run (each brings usage from above the high
-    /// to the low watermark).
-    pub eviction_sweeps: AtomicU64,
-    /// Time spent in background eviction sweeps, microseconds.
-    pub eviction_sweep_micros: AtomicU64,
-    /// Opens of block files (hits).
-    pub block_opens: AtomicU64,
-    /// Lookups of block-file names that found nothing (misses).
-    pub lookup_misses: AtomicU64,
-    /// mtime stamps written.
-    pub stamps: AtomicU64,
-    /// Opens answered with kernel passthrough.
-    pub passthrough_opens: AtomicU64,
-    /// Reconcile passes over BACKING (see `workers::reconcile`).
-    pub reconciles: AtomicU64,
-    /// Ledger entries a reconcile pass corrected (adopted, dropped, resized, renamed).
-    pub reconcile_fixes: AtomicU64,
-    /// Stale engine temporaries removed.
-    pub stale_tmp_removed: AtomicU64,
-    /// FUSE requests received, per opcode.
-    pub requests: Requests,
+    enospc: u64 [stats] => Counter "boundfs_enospc_total";
+    /// Opens of block files (cache hits).
+    block_opens: u64 [stats] => Counter "boundfs_block_opens_total";
+    /// Lookups of block-file names that found nothing (cache misses).
+    lookup_misses: u64 [stats] => Counter "boundfs_lookup_misses_total";
+    /// Opens answered with kernel passthrough (reads bypass the daemon).
+    passthrough_opens: u64 [stats] => Counter "boundfs_passthrough_opens_total";
+    /// mtime stamps written (recency persistence).
+    stamps: u64 [stats] => Counter "boundfs_stamps_total";
+    /// mtime stamps queued, not yet written.
+    stamps_pending: u64 => Gauge "boundfs_stamps_pending";
+    /// The start-up index of BACKING is still being built (usage is an
+    /// upper bound until it completes).
+    indexing: bool => Gauge "boundfs_indexing";
+    /// How long the start-up index took, seconds (0 while it runs).
+    index_seconds: f64 => Gauge "boundfs_index_seconds";
+    /// Seconds since the mount started.
+    uptime_seconds: u64 => Gauge "boundfs_uptime_seconds";
+    /// Reconcile passes over BACKING (`reconcile_interval`).
+    reconciles: u64 [stats] => Counter "boundfs_reconciles_total";
+    /// One of several nodes over one shared BACKING (`-o shared`): `usage`
+    /// is then the shared tree's usage as this node last learned it.
+    shared: bool;
+    /// Shared mode: bytes of files created through this node's mount still
+    /// in the shared tree (this node's part of `usage`).
+    node_bytes: u64;
+    /// Shared mode: this node holds the sweeper lease (runs eviction sweeps).
+    sweeper: bool;
+    /// Shared mode: the sweeper as its lease file says (`host pid N since
+    /// UNIX-SECONDS`); empty when no node ever took the lease.
+    sweeper_holder: String;
+    /// Shared mode: seconds since the sweeper's last heartbeat (rewritten
+    /// every 5 s; much more means a stuck holder).
+    sweeper_heartbeat_age_seconds: u64;
+    /// Shared mode: eviction candidates made most recent instead because
+    /// another node had used them (one LRU across nodes).
+    evict_reranked: u64 [stats];
+    /// Index entries reconcile passes corrected (adopted, dropped, resized, renamed).
+    reconcile_fixes: u64 [stats] => Counter "boundfs_reconcile_fixes_total";
+    /// Stale engine temporaries removed (`stale_tmp`).
+    stale_tmp_removed: u64 [stats] => Counter "boundfs_stale_tmp_removed_total";
+    /// FUSE requests received since the mount started, per opcode by its
+    /// kernel protocol name (`LOOKUP`, `CREATE`, … see `stats::OPS`); opcodes
+    /// never received are left out.
+    requests: BTreeMap<String, u64>;
+    /// Syscalls the daemon issued on BACKING since it started (close(2) of
+    /// dropped fds and the FUSE device's reads and writes not counted).
+    syscalls: u64 => Counter "boundfs_syscalls_total";
+    /// While files matching no `pattern` alone are above the high watermark
+    /// (eviction then frees only what `max_size` needs): the warning, naming
+    /// the biggest of them and the pattern. Empty otherwise.
+    nonblock_warning: String => Gauge "boundfs_nonblock_over_high_watermark" help "1 while files matching no pattern alone are above the high watermark.";
+    /// When most regular files written since mount match no `pattern`: how
+    /// many, an example and the option to set. Empty otherwise.
+    pattern_warning: String => Gauge "boundfs_pattern_mismatch" help "1 while most files written since mount match no pattern.";
+}
+
+/// The ledger's counts (`ledger::Ledger::counts`), copied into the status
+/// rows marked `[ledger]` of the same name (`status::Status::fill`).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LedgerCounts {
+    /// Bytes of the backing tree (allocated), as du counts them.
+    pub usage: u64,
+    /// Bytes reserved by writes in flight.
+    pub reserved: u64,
+    /// Regular files indexed.
+    pub files: u64,
+    /// Directories indexed (BACKING itself included).
+    pub dirs: u64,
+    /// Symlinks, fifos, sockets and device nodes indexed.
+    pub others: u64,
+    /// Block files indexed.
+    pub block_files: u64,
+    /// Block files that could be evicted now (in the LRU).
+    pub evictable: u64,
+    /// Open handles through the mount.
+    pub open_handles: u64,
 }
 
 /// The FUSE opcodes boundfs counts, by their kernel protocol names

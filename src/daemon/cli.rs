@@ -1,24 +1,38 @@
-//! argv → [`Options`]. Long flags and `-o a=b,c` (what mount(8) and fstab
-//! pass) set the same keys; a key given twice is an error, except `pattern`,
+//! argv → [`Options`]: one typed clap definition ([`Args`]) holds every
+//! option, its default, its parser and its help. `-o a=b,c` (what mount(8),
+//! fstab and the mount helper pass) is rewritten into the same long
+//! arguments (`--a=b --c`) before clap parses ([`expand`], after
+//! mountpoint-s3's fstab handling), so both spellings go through one parser:
+//! a key given twice is an error whichever way it came, except `pattern`,
 //! which may repeat. mount(8)'s own generic options are accepted and ignored.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 
-use crate::config::{self, ConfigError, Options, err};
+use crate::config::{self, AtimeMode, ConfigError, FlushMode, Options, err};
 
-/// Command line of the daemon.
+/// Help heading of the options that `-o key=value` sets (boundfs's own).
+pub const MOUNT_OPTIONS: &str = "Mount options (also as -o key=value)";
+/// Help heading of mount(8)'s flags boundfs applies (`-o noexec` …).
+pub const MOUNT_FLAGS: &str = "mount(8) flags (also as -o flag)";
+
+/// Command line of the daemon. Every field under [`MOUNT_OPTIONS`] or
+/// [`MOUNT_FLAGS`] is also an `-o` key (its id, with `_`).
 #[derive(Parser, Debug)]
 #[command(
     name = "boundfs",
     version,
     about = "Mount BACKING at MOUNTPOINT with a hard byte budget: least recently used block files are evicted",
     after_help = "Example: boundfs /data/kv /mnt/kv -o max_size=24G\n\
-                  Options may also be given as -o key=value[,key=value...]: max_size, high_watermark, \
-                  low_watermark, pattern, stamp_interval, threads, passthrough, attr_timeout, allow_other, shared, flush, \
-                  metrics_file, metrics_interval, reconcile_interval, stale_tmp, log_file (and mount(8)'s rw, noexec, exec, noatime, relatime, nofail, _netdev, x-* ...).\n\
+                  Every option above may also be given as -o key=value[,key=value...] (fstab style: \
+                  max_size=24G,allow_other), and mount(8)'s generic options are accepted there \
+                  (rw, nofail, _netdev, x-* ...).\n\
                   Sizes: bytes, or K/M/G/T = KiB/MiB/GiB/TiB (powers of 1024), fractions allowed (1.5G).\n\
+                  Durations: 250ms, 60s, 5m, 1h, or bare seconds.\n\
                   Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE"
 )]
 pub struct Args {
@@ -31,84 +45,115 @@ pub struct Args {
     /// NOTIFY_SOCKET it stays in the foreground).
     #[arg(short = 'f', long)]
     pub foreground: bool,
-    /// Mount options: key=value[,key=value...]
+    /// Mount options: key=value[,key=value...] (rewritten into the long options before parsing).
     #[arg(short = 'o', value_name = "OPTS")]
     pub opts: Vec<String>,
-    /// Hard budget in bytes; K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, 1.5G allowed (required).
-    #[arg(long, value_name = "SIZE")]
-    pub max_size: Option<String>,
-    /// Fraction of max_size above which background eviction starts [default: 0.95].
-    #[arg(long, value_name = "FRACTION")]
-    pub high_watermark: Option<String>,
-    /// Fraction of max_size background eviction brings usage down to [default: 0.90].
-    #[arg(long, value_name = "FRACTION")]
-    pub low_watermark: Option<String>,
-    /// Glob on file names selecting evictable block files; repeatable [default: *.bin].
-    #[arg(long, value_name = "GLOB")]
+    /// Hard budget in bytes, at least 1M; K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, 1.5G allowed (required).
+    #[arg(long, value_name = "SIZE", value_parser = config::parse_max_size, help_heading = MOUNT_OPTIONS)]
+    pub max_size: Option<u64>,
+    /// Fraction of max_size in (0, 1] above which background eviction starts.
+    #[arg(long, value_name = "FRACTION", default_value_t = config::DEFAULT_HIGH_WATERMARK,
+          value_parser = |v: &str| config::parse_fraction("high_watermark", v), help_heading = MOUNT_OPTIONS)]
+    pub high_watermark: f64,
+    /// Fraction of max_size, below high_watermark, background eviction brings usage down to.
+    #[arg(long, value_name = "FRACTION", default_value_t = config::DEFAULT_LOW_WATERMARK,
+          value_parser = |v: &str| config::parse_fraction("low_watermark", v), help_heading = MOUNT_OPTIONS)]
+    pub low_watermark: f64,
+    /// Glob on file names selecting evictable block files; repeatable.
+    #[arg(long, value_name = "GLOB", default_value = "*.bin", help_heading = MOUNT_OPTIONS)]
     pub pattern: Vec<String>,
-    /// Minimum time between two mtime stamps of one file (recency persistence) [default: 60s].
-    #[arg(long, value_name = "DURATION")]
-    pub stamp_interval: Option<String>,
-    /// FUSE event loops [default: number of CPUs].
-    #[arg(long, value_name = "N")]
-    pub threads: Option<String>,
+    /// Minimum time between two mtime stamps of one file (recency persistence); 10s with shared.
+    #[arg(long, value_name = "DURATION", default_value = "60s",
+          value_parser = |v: &str| config::parse_duration("stamp_interval", v), help_heading = MOUNT_OPTIONS)]
+    pub stamp_interval: Duration,
+    /// FUSE event loops, 1 to 256 [default: number of CPUs].
+    #[arg(long, value_name = "N", value_parser = |v: &str| config::parse_count("threads", v, 256),
+          help_heading = MOUNT_OPTIONS)]
+    pub threads: Option<usize>,
     /// Let other users access the mount.
-    #[arg(long)]
+    #[arg(long, help_heading = MOUNT_OPTIONS)]
     pub allow_other: bool,
-    /// Kernel passthrough of reads (Linux >= 6.9, root): auto or off [default: auto].
-    #[arg(long, value_name = "auto|off")]
-    pub passthrough: Option<String>,
+    /// Kernel passthrough of reads (Linux >= 6.9, root): auto or off.
+    #[arg(long, value_name = "auto|off", default_value = "auto", action = clap::ArgAction::Set,
+          value_parser = |v: &str| config::parse_auto_off("passthrough", v), help_heading = MOUNT_OPTIONS)]
+    pub passthrough: bool,
     /// One of several mounts (one per node) over one shared BACKING on a distributed filesystem.
-    #[arg(long)]
+    #[arg(long, help_heading = MOUNT_OPTIONS)]
     pub shared: bool,
     /// FLUSH closes a duplicate of the backing fd (close-to-open on network filesystems):
-    /// auto, on or off [default: auto: on for NFS, CephFS, Lustre, FUSE clients such as JuiceFS].
-    #[arg(long, value_name = "auto|on|off")]
-    pub flush: Option<String>,
-    /// How long the kernel caches entries, misses and attributes [default: 60s].
-    #[arg(long, value_name = "DURATION")]
-    pub attr_timeout: Option<String>,
+    /// auto (on for NFS, CephFS, Lustre, FUSE clients such as JuiceFS), on or off.
+    #[arg(long, value_name = "auto|on|off", default_value = "auto", value_parser = config::parse_flush,
+          help_heading = MOUNT_OPTIONS)]
+    pub flush: FlushMode,
+    /// How long the kernel caches entries, misses and attributes; 2s with shared.
+    #[arg(long, value_name = "DURATION", default_value = "60s",
+          value_parser = |v: &str| config::parse_duration("attr_timeout", v), help_heading = MOUNT_OPTIONS)]
+    pub attr_timeout: Duration,
     /// Write Prometheus metrics to this file (node_exporter textfile collector).
-    #[arg(long, value_name = "PATH")]
-    pub metrics_file: Option<String>,
-    /// How often the metrics file is rewritten [default: 15s].
-    #[arg(long, value_name = "DURATION")]
-    pub metrics_interval: Option<String>,
+    #[arg(long, value_name = "PATH", help_heading = MOUNT_OPTIONS)]
+    pub metrics_file: Option<PathBuf>,
+    /// How often the metrics file is rewritten (at least 1s).
+    #[arg(long, value_name = "DURATION", default_value = "15s",
+          value_parser = |v: &str| config::parse_min_duration("metrics_interval", v, Duration::from_secs(1)),
+          help_heading = MOUNT_OPTIONS)]
+    pub metrics_interval: Duration,
     /// Time between two re-walks of BACKING that correct usage for changes made behind the mount
-    /// (0 disables; at least 1s) [default: 60s].
-    #[arg(long, value_name = "DURATION")]
-    pub reconcile_interval: Option<String>,
+    /// (0 disables; at least 1s); 10s with shared.
+    #[arg(long, value_name = "DURATION", default_value = "60s",
+          value_parser = |v: &str| config::parse_interval("reconcile_interval", v, Duration::from_secs(1)),
+          help_heading = MOUNT_OPTIONS)]
+    pub reconcile_interval: Duration,
     /// Append the daemon's log lines to this file (created if missing) instead of
     /// syslog (daemon mode) or stderr (-f, systemd).
-    #[arg(long, value_name = "PATH")]
-    pub log_file: Option<String>,
+    #[arg(long, value_name = "PATH", help_heading = MOUNT_OPTIONS)]
+    pub log_file: Option<PathBuf>,
     /// Age past which an unopened engine temporary (*.tmp, *.tmp.*) is removed by the reconcile pass
-    /// (0: never; at least 1s) [default: 1h].
-    #[arg(long, value_name = "DURATION")]
-    pub stale_tmp: Option<String>,
+    /// (0: never; at least 1s).
+    #[arg(long, value_name = "DURATION", default_value = "1h",
+          value_parser = |v: &str| config::parse_interval("stale_tmp", v, Duration::from_secs(1)),
+          help_heading = MOUNT_OPTIONS)]
+    pub stale_tmp: Duration,
+    /// Mount noexec (the last of noexec and exec wins).
+    #[arg(long, overrides_with_all = ["noexec", "exec"], help_heading = MOUNT_FLAGS)]
+    pub noexec: bool,
+    /// Mount exec (the default).
+    #[arg(long, overrides_with_all = ["noexec", "exec"], help_heading = MOUNT_FLAGS)]
+    pub exec: bool,
+    /// Access times as relatime, the kernel's default (the last of the atime family wins).
+    #[arg(long, overrides_with_all = ATIME_MODES, help_heading = MOUNT_FLAGS)]
+    pub atime: bool,
+    /// No access-time updates (MS_NOATIME).
+    #[arg(long, overrides_with_all = ATIME_MODES, help_heading = MOUNT_FLAGS)]
+    pub noatime: bool,
+    /// Access times updated when older than mtime or a day (MS_RELATIME).
+    #[arg(long, overrides_with_all = ATIME_MODES, help_heading = MOUNT_FLAGS)]
+    pub relatime: bool,
+    /// Access times updated on every access (MS_STRICTATIME).
+    #[arg(long, overrides_with_all = ATIME_MODES, help_heading = MOUNT_FLAGS)]
+    pub strictatime: bool,
+    /// The same as relatime.
+    #[arg(long, overrides_with_all = ATIME_MODES, help_heading = MOUNT_FLAGS)]
+    pub nostrictatime: bool,
+    /// Directory access times not updated (MS_NODIRATIME).
+    #[arg(long, overrides_with_all = ["nodiratime", "diratime"], help_heading = MOUNT_FLAGS)]
+    pub nodiratime: bool,
+    /// Directory access times updated (the default).
+    #[arg(long, overrides_with_all = ["nodiratime", "diratime"], help_heading = MOUNT_FLAGS)]
+    pub diratime: bool,
+    /// Times kept in memory, written lazily (MS_LAZYTIME).
+    #[arg(long, overrides_with_all = ["lazytime", "nolazytime"], help_heading = MOUNT_FLAGS)]
+    pub lazytime: bool,
+    /// No lazytime (the default).
+    #[arg(long, overrides_with_all = ["lazytime", "nolazytime"], help_heading = MOUNT_FLAGS)]
+    pub nolazytime: bool,
 }
 
-/// The `-o` keys that take a value.
-const KEYS: &[&str] = &[
-    "max_size",
-    "high_watermark",
-    "low_watermark",
-    "pattern",
-    "stamp_interval",
-    "threads",
-    "passthrough",
-    "attr_timeout",
-    "metrics_file",
-    "metrics_interval",
-    "reconcile_interval",
-    "stale_tmp",
-    "flush",
-    "log_file",
-];
+/// The atime modes: the last one given wins (mount(8), "FILESYSTEM-INDEPENDENT MOUNT OPTIONS").
+const ATIME_MODES: [&str; 5] = ["atime", "noatime", "relatime", "strictatime", "nostrictatime"];
 
-/// mount(8)/fstab options that are not boundfs's: accepted, ignored. (A
-/// boundfs mount is always nosuid,nodev; `exec`/`noexec` and the atime
-/// family ([`ATIME`]) are applied and `ro` is refused, see [`options`].)
+/// mount(8)/fstab options that are not boundfs's: accepted in `-o`, ignored
+/// (mount(8) and systemd act on the ones that concern them; a boundfs mount
+/// is always nosuid,nodev). `ro` is refused (see [`expand`]).
 const MOUNT_GENERIC: &[&str] = &[
     "defaults",
     "auto",
@@ -126,231 +171,209 @@ const MOUNT_GENERIC: &[&str] = &[
     "suid",
     "async",
     "default_permissions",
+    "rw",
 ];
 
-/// The atime family of mount(8) options, applied to the mount as the kernel's
-/// mount flags (so /proc/mounts shows what was asked; mount(8) "FILESYSTEM-
-/// INDEPENDENT MOUNT OPTIONS"). The last of `atime`/`relatime`/`noatime`/
-/// `strictatime`/`nostrictatime` wins, as it does for mount(8).
-pub const ATIME: &[&str] = &[
-    "atime",
-    "noatime",
-    "relatime",
-    "strictatime",
-    "nostrictatime",
-    "diratime",
-    "nodiratime",
-    "lazytime",
-    "nolazytime",
-];
+/// The `-o` keys: the ids of the [`Args`] fields under [`MOUNT_OPTIONS`]
+/// and [`MOUNT_FLAGS`], with whether each takes a value.
+pub fn keys() -> Vec<(String, bool)> {
+    Args::command()
+        .get_arguments()
+        .filter(|a| matches!(a.get_help_heading(), Some(MOUNT_OPTIONS | MOUNT_FLAGS)))
+        .map(|a| (a.get_id().to_string(), a.get_action().takes_values()))
+        .collect()
+}
 
 /// Whether `-o` item `item` (`key` or `key=value`) is one boundfs or mount(8)
 /// knows; for the mount helper's sloppy mode (`mount -s`), which drops the rest.
 pub fn known_option(item: &str) -> bool {
-    let k = item.split_once('=').map_or(item, |(k, _)| k).trim();
-    is_key(k)
+    let (k, v) = split(item);
+    k.is_empty()
+        || keys().iter().any(|(key, _)| key == k)
         || MOUNT_GENERIC.contains(&k)
-        || ATIME.contains(&k)
         || k.starts_with("x-")
-        || matches!(k, "allow_other" | "shared" | "ro" | "rw" | "exec" | "noexec" | "")
+        || k == "ro"
+        || (v.is_some() && matches!(k, "user" | "comment"))
 }
 
-/// Turns parsed argv into validated [`Options`]. Errors: the first bad value,
-/// one line naming the key and what to give instead.
-pub fn options(args: Args) -> Result<Options, ConfigError> {
-    let mut kv: Vec<(String, String)> = Vec::new();
-    let flag = |k: &str, v: &Option<String>, kv: &mut Vec<(String, String)>| {
-        if let Some(v) = v {
-            kv.push((k.to_string(), v.clone()));
-        }
-    };
-    flag("max_size", &args.max_size, &mut kv);
-    flag("high_watermark", &args.high_watermark, &mut kv);
-    flag("low_watermark", &args.low_watermark, &mut kv);
-    flag("stamp_interval", &args.stamp_interval, &mut kv);
-    flag("threads", &args.threads, &mut kv);
-    flag("passthrough", &args.passthrough, &mut kv);
-    flag("attr_timeout", &args.attr_timeout, &mut kv);
-    flag("metrics_file", &args.metrics_file, &mut kv);
-    flag("metrics_interval", &args.metrics_interval, &mut kv);
-    flag("reconcile_interval", &args.reconcile_interval, &mut kv);
-    flag("stale_tmp", &args.stale_tmp, &mut kv);
-    flag("flush", &args.flush, &mut kv);
-    flag("log_file", &args.log_file, &mut kv);
-    for p in &args.pattern {
-        kv.push(("pattern".into(), p.clone()));
+fn split(item: &str) -> (&str, Option<&str>) {
+    match item.split_once('=') {
+        Some((k, v)) => (k.trim(), Some(v)),
+        None => (item.trim(), None),
     }
-    let mut allow_other = args.allow_other;
-    let mut noexec = false;
-    let mut shared = args.shared;
-    let mut atime = config::Atime::default();
-    for group in &args.opts {
+}
+
+/// Rewrites every `-o a=b,c` (also `-oa=b,c`) of argv into `--a=b --c`,
+/// dropping mount(8)'s generic options. Errors (one line naming the key):
+/// an unknown key, a value given to a flag or missing from a key that needs
+/// one, `ro`.
+pub fn expand(argv: &[OsString]) -> Result<Vec<OsString>, ConfigError> {
+    let keys = keys();
+    let mut out = Vec::with_capacity(argv.len());
+    let mut it = argv.iter();
+    while let Some(a) = it.next() {
+        let group = match a.to_str() {
+            Some("-o") => match it.next() {
+                Some(g) => g.to_str().ok_or_else(|| ConfigError("mount options are not valid UTF-8".into()))?,
+                None => return err("option -o needs a value: -o key=value[,key=value...]"),
+            },
+            Some(s) if s.starts_with("-o") && !s.starts_with("--") => &s[2..],
+            _ => {
+                out.push(a.clone());
+                continue;
+            }
+        };
         for item in group.split(',') {
-            let (k, v) = match item.split_once('=') {
-                Some((k, v)) => (k.trim(), Some(v)),
-                None => (item.trim(), None),
-            };
-            match (k, v) {
-                ("", None) => continue,
-                ("allow_other", None) if allow_other => {
-                    return err("option allow_other is given twice; give it once");
-                }
-                ("allow_other", None) => allow_other = true,
-                ("allow_other", Some(_)) => return err("option allow_other takes no value: -o allow_other"),
-                ("ro", None) => {
+            let (k, v) = split(item);
+            let known = keys.iter().find(|(key, _)| key == k);
+            match (k, v, known) {
+                ("", None, _) => {}
+                ("ro", None, _) => {
                     return err(
                         "ro is not supported: boundfs changes BACKING itself (eviction, recency stamps); mount rw",
                     );
                 }
-                ("shared", None) if shared => return err("option shared is given twice; give it once"),
-                ("shared", None) => shared = true,
-                ("shared", Some(_)) => return err("option shared takes no value: -o shared"),
-                ("rw", None) => {}
-                ("noexec", None) => noexec = true,
-                ("exec", None) => noexec = false,
-                ("atime" | "relatime" | "nostrictatime", None) => atime.mode = config::AtimeMode::Relatime,
-                ("noatime", None) => atime.mode = config::AtimeMode::Noatime,
-                ("strictatime", None) => atime.mode = config::AtimeMode::Strictatime,
-                ("nodiratime" | "diratime", None) => atime.nodiratime = k == "nodiratime",
-                ("lazytime" | "nolazytime", None) => atime.lazytime = k == "lazytime",
-                (k, None) if MOUNT_GENERIC.contains(&k) || k.starts_with("x-") => continue,
-                (k, _) if k.starts_with("x-") => continue,
+                (k, None, _) if MOUNT_GENERIC.contains(&k) => {}
+                (k, _, _) if k.starts_with("x-") => {}
                 // mount(8) may name the mounting user (user=NAME); comment= is fstab's old x-*
-                ("user" | "comment", Some(_)) => continue,
-                (k, None) if is_key(k) => {
-                    return err(format!("option {k} needs a value: -o {k}=VALUE"));
-                }
-                (k, Some(v)) if is_key(k) => kv.push((k.to_string(), v.to_string())),
-                (k, _) => {
-                    return err(format!("unknown option '{k}'; known: {}, allow_other, shared", KEYS.join(", ")));
+                ("user" | "comment", Some(_), _) => {}
+                (k, Some(v), Some((_, true))) => out.push(format!("--{}={v}", k.replace('_', "-")).into()),
+                (k, None, Some((_, true))) => return err(format!("option {k} needs a value: -o {k}=VALUE")),
+                (k, None, Some((_, false))) => out.push(format!("--{}", k.replace('_', "-")).into()),
+                (k, Some(_), Some((_, false))) => return err(format!("option {k} takes no value: -o {k}")),
+                (k, _, None) => {
+                    let names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+                    return err(format!("unknown option '{k}'; known: {}", names.join(", ")));
                 }
             }
         }
     }
-    let mut o = build(args.backing, args.mountpoint, args.foreground, allow_other, noexec, &kv)?;
-    o = Options { atime, shared, ..o };
-    if shared {
-        // Shared-tier defaults (config::SHARED_*): other nodes' stores,
-        // evictions and recency stamps reach this node through the shared
-        // tree, so the intervals that bound how late it sees them are shorter.
-        let given = |k: &str| kv.iter().any(|(k2, _)| k2 == k);
-        if !given("stamp_interval") {
-            o.stamp_interval = config::SHARED_STAMP_INTERVAL;
-        }
-        if !given("reconcile_interval") {
-            o.reconcile_interval = config::SHARED_RECONCILE_INTERVAL;
-        }
-        if !given("attr_timeout") {
-            o.attr_timeout = config::SHARED_ATTR_TIMEOUT;
-        }
-    }
-    Ok(o)
+    Ok(out)
 }
 
-fn is_key(k: &str) -> bool {
-    KEYS.contains(&k)
+/// Why argv gave no [`Options`].
+#[derive(Debug)]
+pub enum CliError {
+    /// `--help` or `--version`: print it and exit 0.
+    Display(clap::Error),
+    /// Bad input: one line naming the option and what to give instead.
+    Bad(String),
 }
 
-fn build(
-    backing: PathBuf,
-    mountpoint: PathBuf,
-    foreground: bool,
-    allow_other: bool,
-    noexec: bool,
-    kv: &[(String, String)],
-) -> Result<Options, ConfigError> {
-    for (i, (k, _)) in kv.iter().enumerate() {
-        if k != "pattern" && kv[..i].iter().any(|(k2, _)| k2 == k) {
-            return err(format!("option {k} is given twice; give it once"));
+/// argv (program name first) → validated [`Options`]: [`expand`], clap,
+/// then [`options`].
+pub fn parse(argv: &[OsString]) -> Result<Options, CliError> {
+    let argv = expand(argv).map_err(|e| CliError::Bad(e.0))?;
+    let matches = Args::command().try_get_matches_from(argv).map_err(clap_error)?;
+    let args = Args::from_arg_matches(&matches).map_err(clap_error)?;
+    options(args, &matches).map_err(|e| CliError::Bad(e.0))
+}
+
+/// clap's error as [`CliError`]: our parsers' own message when a value was
+/// refused, "given twice" for a repeated option, else clap's first paragraph.
+fn clap_error(e: clap::Error) -> CliError {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            return CliError::Display(e);
         }
+        ErrorKind::ValueValidation => {
+            if let Some(c) = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<ConfigError>()) {
+                return CliError::Bad(c.0.clone());
+            }
+        }
+        ErrorKind::ArgumentConflict => {
+            let arg = |k| match e.get(k) {
+                Some(ContextValue::String(s)) => Some(s.clone()),
+                _ => None,
+            };
+            if let (Some(a), Some(b)) = (arg(ContextKind::InvalidArg), arg(ContextKind::PriorArg)) {
+                if a == b {
+                    let name = a.trim_start_matches('-').split([' ', '=']).next().unwrap_or("").replace('-', "_");
+                    return CliError::Bad(format!("option {name} is given twice; give it once"));
+                }
+            }
+        }
+        _ => {}
     }
-    let get = |k: &str| kv.iter().find(|(k2, _)| k2 == k).map(|(_, v)| v.as_str());
-    let max_size = match get("max_size") {
-        Some(v) => config::parse_max_size(v)?,
-        None => return err("max_size is required, e.g. -o max_size=24G"),
-    };
-    let high_watermark = match get("high_watermark") {
-        Some(v) => config::parse_fraction("high_watermark", v)?,
-        None => config::DEFAULT_HIGH_WATERMARK,
-    };
-    let low_watermark = match get("low_watermark") {
-        Some(v) => config::parse_fraction("low_watermark", v)?,
-        None => config::DEFAULT_LOW_WATERMARK,
-    };
-    if low_watermark >= high_watermark {
-        return err(format!("low_watermark ({low_watermark}) must be below high_watermark ({high_watermark})"));
+    CliError::Bad(format!("{} (see boundfs --help)", first_line(&e.to_string())))
+}
+
+/// clap's error as one line: its first paragraph (some errors continue on
+/// indented lines, e.g. the missing arguments), without "error: " and usage.
+pub fn first_line(text: &str) -> String {
+    let para: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    let line = para.join(" ");
+    let line = line.trim_start_matches("error: ");
+    if line.is_empty() { "bad arguments".to_string() } else { line.to_string() }
+}
+
+/// Parsed argv → validated [`Options`] (`matches` tells given values from
+/// defaults, for the shared-tier defaults). Errors: the first bad value or
+/// combination, one line naming the key and what to give instead.
+pub fn options(a: Args, matches: &ArgMatches) -> Result<Options, ConfigError> {
+    if let Some(o) = a.opts.first() {
+        // parse() rewrites every -o first; Args parsed without it would drop them
+        return err(format!("-o {o} was not rewritten into options (argv must go through cli::parse)"));
     }
-    let mut patterns: Vec<String> = kv.iter().filter(|(k, _)| k == "pattern").map(|(_, v)| v.clone()).collect();
-    if patterns.is_empty() {
-        patterns.push(config::DEFAULT_PATTERN.to_string());
+    let Some(max_size) = a.max_size else { return err("max_size is required, e.g. -o max_size=24G") };
+    if a.low_watermark >= a.high_watermark {
+        return err(format!("low_watermark ({}) must be below high_watermark ({})", a.low_watermark, a.high_watermark));
     }
-    config::build_matcher(&patterns)?;
-    let stamp_interval = match get("stamp_interval") {
-        Some(v) => config::parse_duration("stamp_interval", v)?,
-        None => config::DEFAULT_STAMP_INTERVAL,
+    config::build_matcher(&a.pattern)?;
+    // Shared-tier defaults (config::SHARED_*): other nodes' stores, evictions
+    // and recency stamps reach this node through the shared tree, so the
+    // intervals that bound how late it sees them are shorter.
+    let default = |id: &str| matches.value_source(id) == Some(ValueSource::DefaultValue);
+    let shared_default = |id: &str, given: Duration, shared: Duration| {
+        if a.shared && default(id) { shared } else { given }
     };
-    let threads = match get("threads") {
-        Some(v) => config::parse_count("threads", v, 256)?,
-        None => std::thread::available_parallelism().map_or(2, |n| n.get()),
+    let atime = config::Atime {
+        mode: if a.noatime {
+            AtimeMode::Noatime
+        } else if a.strictatime {
+            AtimeMode::Strictatime
+        } else {
+            AtimeMode::Relatime
+        },
+        nodiratime: a.nodiratime,
+        lazytime: a.lazytime,
     };
-    let passthrough = match get("passthrough") {
-        Some(v) => config::parse_auto_off("passthrough", v)?,
-        None => true,
-    };
-    let attr_timeout = match get("attr_timeout") {
-        Some(v) => config::parse_duration("attr_timeout", v)?,
-        None => config::DEFAULT_ATTR_TIMEOUT,
-    };
-    let metrics_interval = match get("metrics_interval") {
-        Some(v) => config::parse_duration("metrics_interval", v)?,
-        None => config::DEFAULT_METRICS_INTERVAL,
-    };
-    if metrics_interval < std::time::Duration::from_secs(1) {
-        return err("metrics_interval: must be at least 1s, e.g. metrics_interval=15s");
-    }
-    let reconcile_interval = match get("reconcile_interval") {
-        Some(v) => config::parse_interval("reconcile_interval", v, std::time::Duration::from_secs(1))?,
-        None => config::DEFAULT_RECONCILE_INTERVAL,
-    };
-    let stale_tmp = match get("stale_tmp") {
-        Some(v) => config::parse_interval("stale_tmp", v, std::time::Duration::from_secs(1))?,
-        None => config::DEFAULT_STALE_TMP,
-    };
-    let flush = match get("flush") {
-        Some(v) => config::parse_flush(v)?,
-        None => config::FlushMode::Auto,
-    };
-    let (backing, mountpoint) = config::check_paths(&backing, &mountpoint)?;
-    let metrics_file = match get("metrics_file") {
-        Some(v) => Some(config::check_metrics_file(std::path::Path::new(v), &backing, &mountpoint)?),
+    let (backing, mountpoint) = config::check_paths(&a.backing, &a.mountpoint)?;
+    let metrics_file = match &a.metrics_file {
+        Some(p) => Some(config::check_metrics_file(p, &backing, &mountpoint)?),
         None => None,
     };
-    let log_file = match get("log_file") {
-        Some(v) => Some(config::check_log_file(std::path::Path::new(v), &backing, &mountpoint)?),
+    let log_file = match &a.log_file {
+        Some(p) => Some(config::check_log_file(p, &backing, &mountpoint)?),
         None => None,
     };
     Ok(Options {
+        max_size,
+        high_watermark: a.high_watermark,
+        low_watermark: a.low_watermark,
+        stamp_interval: shared_default("stamp_interval", a.stamp_interval, config::SHARED_STAMP_INTERVAL),
+        threads: a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+        reconcile_interval: shared_default(
+            "reconcile_interval",
+            a.reconcile_interval,
+            config::SHARED_RECONCILE_INTERVAL,
+        ),
+        stale_tmp: a.stale_tmp,
+        allow_other: a.allow_other,
+        foreground: a.foreground,
+        passthrough: a.passthrough,
+        attr_timeout: shared_default("attr_timeout", a.attr_timeout, config::SHARED_ATTR_TIMEOUT),
+        noexec: a.noexec,
+        metrics_file,
+        metrics_interval: a.metrics_interval,
+        shared: a.shared,
+        flush: a.flush,
+        log_file,
+        atime,
+        patterns: a.pattern,
         backing,
         mountpoint,
-        max_size,
-        high_watermark,
-        low_watermark,
-        patterns,
-        stamp_interval,
-        threads,
-        reconcile_interval,
-        stale_tmp,
-        allow_other,
-        foreground,
-        passthrough,
-        attr_timeout,
-        noexec,
-        metrics_file,
-        metrics_interval,
-        shared: false,
-        flush,
-        log_file,
-        atime: config::Atime::default(),
     })
 }
 

@@ -1,7 +1,5 @@
 //! argv parsing: both forms set the same options; bad values are refused.
 
-use clap::Parser;
-
 use super::*;
 
 fn parse(extra: &[&str]) -> Result<Options, ConfigError> {
@@ -9,8 +7,12 @@ fn parse(extra: &[&str]) -> Result<Options, ConfigError> {
     let m = tempfile::tempdir().unwrap();
     let mut argv = vec!["boundfs".to_string(), b.path().display().to_string(), m.path().display().to_string()];
     argv.extend(extra.iter().map(|s| s.to_string()));
-    let args = Args::try_parse_from(argv).map_err(|e| ConfigError(e.to_string()))?;
-    options(args)
+    let argv: Vec<OsString> = argv.into_iter().map(OsString::from).collect();
+    match super::parse(&argv) {
+        Ok(o) => Ok(o),
+        Err(CliError::Bad(e)) => Err(ConfigError(e)),
+        Err(CliError::Display(e)) => Err(ConfigError(e.to_string())),
+    }
 }
 
 #[test]
@@ -159,8 +161,8 @@ fn shared_and_flush() {
 #[test]
 fn shared_defaults() {
     let o = parse(&["-o", "max_size=1M"]).unwrap();
-    assert_eq!(o.stamp_interval, config::DEFAULT_STAMP_INTERVAL);
-    assert_eq!(o.reconcile_interval, config::DEFAULT_RECONCILE_INTERVAL);
+    assert_eq!(o.stamp_interval, std::time::Duration::from_secs(60), "the default");
+    assert_eq!(o.reconcile_interval, std::time::Duration::from_secs(60), "the default");
     let o = parse(&["-o", "max_size=1M,shared"]).unwrap();
     assert_eq!(o.stamp_interval, config::SHARED_STAMP_INTERVAL);
     assert_eq!(o.reconcile_interval, config::SHARED_RECONCILE_INTERVAL);

@@ -14,6 +14,9 @@ pub mod metrics;
 pub mod mount_helper;
 pub mod sdnotify;
 
+#[cfg(test)]
+mod docs_tests;
+
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

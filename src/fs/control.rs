@@ -38,54 +38,35 @@ impl Core {
         let p = self.policy();
         let s = &self.stats;
         let index = self.index_report();
-        Status {
+        let mut st = Status {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backing: self.root_path.display().to_string(),
-            mountpoint: String::new(),
             pid: std::process::id(),
-            usage: c.usage,
             max_size: p.max_size,
             high_watermark: p.high_watermark,
             low_watermark: p.low_watermark,
             high_watermark_bytes: p.high_bytes(),
             low_watermark_bytes: p.low_bytes(),
-            reserved: c.reserved,
-            files: c.files,
-            dirs: c.dirs,
-            others: c.others,
-            block_files: c.block_files,
-            evictable: c.evictable,
             evictable_bytes,
-            open_handles: c.open_handles,
-            evictions: Stats::get(&s.evictions),
-            evicted_bytes: Stats::get(&s.evicted_bytes),
-            evict_skipped: Stats::get(&s.evict_skipped),
-            evict_skipped_open: Stats::get(&s.evict_skipped_open),
-            eviction_sweeps: Stats::get(&s.eviction_sweeps),
             eviction_sweep_seconds: Stats::get(&s.eviction_sweep_micros) as f64 / 1e6,
-            enospc: Stats::get(&s.enospc),
-            block_opens: Stats::get(&s.block_opens),
-            lookup_misses: Stats::get(&s.lookup_misses),
-            passthrough_opens: Stats::get(&s.passthrough_opens),
-            stamps: Stats::get(&s.stamps),
             stamps_pending: self.stamper.pending() as u64,
             indexing: index.is_none(),
             index_seconds: index.map_or(0.0, |r| (r.seconds * 1000.0).round() / 1000.0),
             uptime_seconds: self.start.elapsed().as_secs(),
-            reconciles: Stats::get(&s.reconciles),
-            reconcile_fixes: Stats::get(&s.reconcile_fixes),
-            stale_tmp_removed: Stats::get(&s.stale_tmp_removed),
             shared: self.shared,
             node_bytes,
             sweeper: self.sweeping.load(std::sync::atomic::Ordering::Relaxed),
             sweeper_holder,
             sweeper_heartbeat_age_seconds,
-            evict_reranked: Stats::get(&s.evict_reranked),
             requests: s.requests.snapshot(),
             syscalls: crate::sys::syscalls(),
             nonblock_warning: self.unevictable.nonblock_warning(),
             pattern_warning: self.unevictable.pattern_warning(),
-        }
+            ..Status::default()
+        };
+        // the rows of status::FIELDS marked [stats] and [ledger]
+        st.fill(s, &c);
+        st
     }
 
     /// The live status as one line of JSON (see [`Status`] for the fields).

@@ -194,6 +194,9 @@ impl Core {
             }
             Err(k) => return Err(k),
         };
+        // Reserved before the ledger refuses opens: an OPEN refused from now
+        // on answers ENOENT only once this name's invalidation is sent.
+        let place = self.inval.reserve();
         // An emptied directory is removed even if the ledger does not know it.
         if !self.accounts.lock().begin_removal(key, what) && what != Removal::Dir {
             return Err(Kept::Busy);
@@ -236,7 +239,7 @@ impl Core {
         // The lock (shared mode) is held until the name is gone.
         drop(victim);
         drop(guard);
-        let ticket = self.invalidate_entry(&dkey, name);
+        let ticket = self.inodes.ino_of(&dkey).map(|pino| place.fill(pino, name.to_os_string()));
         Ok(Removed { freed, ticket })
     }
 

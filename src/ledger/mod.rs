@@ -15,6 +15,7 @@ pub mod policy;
 pub mod table;
 
 use crate::key::FileKey;
+pub use crate::stats::LedgerCounts;
 pub use entry::{Entry, Kind, State};
 use policy::Policy;
 use table::Table;
@@ -26,27 +27,6 @@ pub struct Shortfall(pub u64);
 /// The answer of [`Ledger::pin`] for a file that eviction is removing.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Gone;
-
-/// Counts for status output.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct LedgerCounts {
-    /// Bytes of the backing tree (allocated), as du counts them.
-    pub usage: u64,
-    /// Bytes reserved by writes in flight.
-    pub reserved: u64,
-    /// Regular files indexed.
-    pub files: u64,
-    /// Directories indexed (BACKING itself included).
-    pub dirs: u64,
-    /// Symlinks, fifos, sockets and device nodes indexed.
-    pub others: u64,
-    /// Block files indexed.
-    pub block_files: u64,
-    /// Block files that could be evicted now (in the LRU).
-    pub evictable: u64,
-    /// Open handles through the mount.
-    pub open_handles: u64,
-}
 
 /// The index of the backing tree. See the module docs for the invariant.
 pub struct Ledger {
