@@ -78,11 +78,10 @@ assert_eq 755 "$(stat -c %a "$OUT/dir")" "chmod reached the directory outside BA
 
 # overfill: the oldest blocks are ev/e*.bin (swapped away): eviction must not
 # follow the link to the same names outside; nothing outside BACKING is
-# counted, evicted or stamped; two reconcile passes walk BACKING meanwhile
-# One writer thread: the 8 MiB of ev/e*.bin stay counted but not evictable
-# until a reconcile pass finds them in ev.moved, which leaves room for one
-# 2 MiB block in flight, not four (four could meet ENOSPC part way through
-# a block, a short write that kvblocks reports as a crash).
+# counted, evicted or stamped; two reconcile passes walk BACKING meanwhile.
+# One writer: the swapped-away ev blocks (8 MiB) stay counted and cannot be
+# evicted, so four writers' open temporaries (4 x 2 MiB) could pass max_size
+# together and get a correct ENOSPC (a short write in kvblocks).
 r0=$(stats_field reconciles)
 res=$(kv_store "$MNT/kv" 24 sym 2M 1) || fail "writer crashed"
 assert_eq 0 "$(json_get "$res" errors)" "store errors ($res)"
