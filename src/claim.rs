@@ -87,13 +87,12 @@ pub fn claim(backing: &Path) -> Result<BackingClaim, String> {
     } else {
         fd
     };
-    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let e = std::io::Error::last_os_error();
+    if let Err(e) = lock_claim(fd.as_raw_fd(), mounts.iter().any(|(s, _)| Path::new(s) == backing)) {
         if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let at = mounts
-                .iter()
-                .find(|(s, _)| Path::new(s) == backing)
-                .map_or("elsewhere (another mount namespace?)".to_string(), |(_, p)| format!("at {}", p.display()));
+            let at = mounts.iter().find(|(s, _)| Path::new(s) == backing).map_or(
+                "elsewhere (in another mount namespace, or unmounted and still exiting after 3 s)".to_string(),
+                |(_, p)| format!("at {}", p.display()),
+            );
             return Err(format!(
                 "backing directory {} is already served by a live boundfs mounted {at}; one mount per backing \
                  directory: unmount that one first",
@@ -103,6 +102,30 @@ pub fn claim(backing: &Path) -> Result<BackingClaim, String> {
         return Err(format!("cannot claim {} (flock): {e}", backing.display()));
     }
     Ok(BackingClaim { _fd: fd })
+}
+
+/// How long a claim waits for a daemon that holds BACKING's flock with no
+/// mount of BACKING in sight: `umount` returns before the daemon has exited
+/// (it joins its worker threads first), so a remount right after an
+/// unmount would otherwise be refused.
+const EXITING_DAEMON_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Takes the claim's `LOCK_EX` on `fd` without blocking; when another
+/// daemon holds it and `mounted` is false (no mount of BACKING in this
+/// mount namespace: it may be exiting), tries again every 20 ms for at most
+/// [`EXITING_DAEMON_WAIT`]. Errors: flock(2)'s, EWOULDBLOCK if still held.
+fn lock_claim(fd: std::os::fd::RawFd, mounted: bool) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + EXITING_DAEMON_WAIT;
+    loop {
+        if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) || mounted || std::time::Instant::now() >= deadline {
+            return Err(e);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// Whether the daemon behind the mount at `point` still answers (statfs

@@ -53,6 +53,18 @@ mkdir -p "$BFS_TMP/up/b"; BACKING="$BFS_TMP/up/b"
 bfs_mount "$OPTS"
 refused "a directory above BACKING" "$BFS_TMP/up"
 
+# unmounted, then mounted again at once: umount returns before the daemon
+# has exited (it joins its threads first), and the new claim waits for it
+# instead of refusing BACKING as served by a live boundfs
+for i in 1 2 3; do
+    old=$BFS_DPID; BFS_DPID=""
+    umount "$MNT" || fail "umount before remount $i"
+    bfs_mount "$OPTS" || fail "remount $i right after umount"
+    wait "$old"; rc=$?
+    assert_eq 0 "$rc" "exit status of the unmounted daemon $i"
+done
+log "mounted again right after umount, 3 of 3"
+
 # the first daemon killed (its mount dead, not yet detached): the claim is
 # gone with it, so the same BACKING mounts elsewhere at once
 kill -KILL "$BFS_DPID"; wait "$BFS_DPID" 2>/dev/null; BFS_DPID=""
