@@ -149,6 +149,7 @@ cleanup() {
         alive "$DPID" && kill -KILL "$DPID"
     fi
     wait 2>/dev/null
+    cg_leave
     if awk -v w="$WORK/" 'index($2, w) == 1 { f = 1 } END { exit !f }' /proc/self/mounts; then
         echo "bench: something is still mounted under $WORK; not removing it" >&2
     elif ((KEEP)); then
@@ -172,7 +173,7 @@ fs_start() {
     local log="$LOGS/$RUNS-$kind.log"
     mkdir -p "$mnt"
     case $kind in
-        boundfs)  "$BOUNDFS" -f "$backing" "$mnt" -o "max_size=$max,threads=$NCPU" 2>"$log" & ;;
+        boundfs)  "$BOUNDFS" -f "$backing" "$mnt" -o "max_size=$max,threads=$NCPU${BOUNDFS_EXTRA:+,$BOUNDFS_EXTRA}" 2>"$log" & ;;
         mergerfs) mergerfs -f -o "$MERGERFS_OPTS" "$backing" "$mnt" >"$log" 2>&1 & ;;
         *) die "fs_start: bad kind $kind" ;;
     esac
@@ -184,6 +185,39 @@ fs_start() {
         sleep 0.005
     done
 }
+
+# warmed: waits (at most 60 s) until the boundfs just started logged that it
+# warmed the kernel's entries of the most recent block files (warm_entries).
+warmed() {
+    local log="$LOGS/$RUNS-boundfs.log" deadline=$(($(now) + 60000000))
+    until grep -q "warmed the kernel's entries" "$log" 2>/dev/null; do
+        (($(now) < deadline)) || { note "boundfs: no warm line after 60 s"; return 1; }
+        sleep 0.01
+    done
+}
+
+# Page-cache growth: the bench shell, and so every daemon and driver it
+# starts, runs in its own memory cgroup during the store workload; its
+# memory.stat counts the page cache they charge (v2 "file", v1 "cache").
+CG="" CG_KEY="" CG_HOME=""
+cg_enter() {
+    local d key home
+    if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+        d=/sys/fs/cgroup/boundfs-bench-$$ key=file home=/sys/fs/cgroup$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
+    else
+        d=/sys/fs/cgroup/memory/boundfs-bench-$$ key=cache home=/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)
+    fi
+    mkdir -p "$d" 2>/dev/null && echo $$ >"$d/cgroup.procs" 2>/dev/null && [[ -r $d/memory.stat ]] ||
+        { rmdir "$d" 2>/dev/null; note "no memory cgroup here: page-cache rows say n/a"; return 1; }
+    CG=$d CG_KEY=$key CG_HOME=$home
+}
+cg_leave() {
+    [[ -n $CG ]] || return 0
+    echo $$ >"$CG_HOME/cgroup.procs" 2>/dev/null
+    rmdir "$CG" 2>/dev/null
+    CG=""
+}
+cg_cache() { awk -v k="$CG_KEY" '$1 == k { print $2 }' "$CG/memory.stat"; }
 
 # fs_stop: unmounts; the daemon must exit (boundfs: with status 0).
 fs_stop() {
@@ -281,29 +315,44 @@ note "setup done"
 warm() { "$PY" "$KV" load "$LOADSET" "$N" --seed load --threads "$THREADS" >/dev/null; }
 
 # ------------------------------------------------------------------ a. store
+# (and the page cache each store grew: its O_DIRECT writes should add none)
+want store && cg_enter
 want store && for ((r = 1; r <= REPS; r++)); do
     note "a. store, rep $r/$REPS"
     for sys in "${SYSTEMS[@]}"; do
         d="$WORK/store-$sys-$r"; mkdir -p "$d/b"
         target "$sys" "$d/b" "$d/m" || { bad store "$sys" mount; continue; }
+        c0=$([[ -n $CG ]] && cg_cache)
         run_driver store "$sys" "$d/out.json" 'bytes/1048576/seconds' -- \
             "$PY" "$KV" store "$T" "$N" --seed "store$r" --threads "$THREADS" &&
             [[ $(metric "$d/out.json" direct) == False ]] && FALLBACK[store,$sys]=1
+        if [[ -n $CG && -s $d/out.json ]]; then
+            add store_pcache "$sys" "$(awk -v a="$c0" -v b="$(cg_cache)" 'BEGIN { printf "%.1f", (b - a) / 1048576 }')"
+        fi
         cp "$d/out.json" "$LOGS/store-$sys-$r.json" 2>/dev/null
         [[ $sys == native ]] || fs_stop
         sync; rm -rf "$d"
     done
 done
 
+want store && cg_leave
+
 # ------------------------------------------------------------------ b./c. load
 want load && warm
-want load && for mode in buffered direct; do
+# b./c.: fresh mount, entries cold (warm_entries=0: the load starts at once);
+# b. after a restart: fresh mount, loaded once boundfs has warmed the
+# kernel's entries of its most recent blocks (as an engine restarting
+# reloads them some seconds after the mount).
+want load && for mode in buffered direct restart; do
     wl=load; flag=()
     [[ $mode == direct ]] && { wl=load_direct; flag=(--direct); }
+    [[ $mode == restart ]] && wl=load_restart
     for ((r = 1; r <= REPS; r++)); do
-        note "$([[ $mode == direct ]] && echo 'c. load O_DIRECT' || echo 'b. load'), rep $r/$REPS"
+        note "$([[ $mode == direct ]] && echo 'c. load O_DIRECT' || echo "b. load ($mode)"), rep $r/$REPS"
         for sys in "${SYSTEMS[@]}"; do
-            target "$sys" "$LOADSET" "$WORK/mnt-$sys" || { bad $wl "$sys" mount; continue; }
+            extra=warm_entries=0; [[ $mode == restart ]] && extra=""
+            BOUNDFS_EXTRA=$extra target "$sys" "$LOADSET" "$WORK/mnt-$sys" || { bad $wl "$sys" mount; continue; }
+            [[ $mode == restart && $sys == boundfs ]] && { warmed || bad $wl "$sys" "not warmed"; }
             run_driver $wl "$sys" "$LOGS/$wl-$sys-$r.json" 'bytes/1048576/seconds' -- \
                 "$PY" "$KV" load "$T" "$N" --seed load --threads "$THREADS" "${flag[@]}"
             [[ $sys == native ]] || fs_stop
@@ -566,8 +615,8 @@ say ""
 say '```'
 say "boundfs  -f BACKING MNT -o max_size=${BUDGET_M}M,threads=$NCPU   (f: max_size=${EVICT_MAX_M}M)"
 ((HAVE_MERGERFS)) && say "mergerfs -f -o $MERGERFS_OPTS BACKING MNT"
-say "a  kvbench.py store DIR $N --threads $THREADS            # 2 MiB blocks, tmp+O_EXCL+O_DIRECT, 1 write, rename"
-say "b  kvbench.py load DIR $N --threads $THREADS             # backing page cache warm, fresh mount"
+say "a  kvbench.py store DIR $N --threads $THREADS            # 2 MiB blocks, tmp+O_EXCL+O_DIRECT, 1 write, rename; page cache: memory.stat ${CG_KEY:-file/cache} of the bench's memory cgroup, after - before"
+say "b  kvbench.py load DIR $N --threads $THREADS             # backing page cache warm, fresh mount (boundfs: warm_entries=0; after a restart: default, once its log says warmed)"
 say "c  kvbench.py load DIR $N --threads $THREADS --direct"
 say "d  kvbench.py probe DIR $PROBE_N [--again]             # access(F_OK) x $((2 * PROBE_N)), half missing, 1 thread, fresh mount; --again: timed second pass"
 say "e  kvbench.py readdir DIR --expect $FLAT_N             # scandir of one flat dir, fresh mount"
@@ -581,8 +630,10 @@ say ""
 say "| workload | unit | native | mergerfs | boundfs | boundfs/native | mergerfs/native |"
 say "|---|---|--:|--:|--:|--:|--:|"
 row store        "a. store $N x 2 MiB (4 thr, O_DIRECT, tmp+rename)" "MiB/s" mib
-row load         "b. load, buffered (warm backing)"                   "MiB/s" mib
-row load_direct  "c. load, O_DIRECT"                                  "MiB/s" mib
+row store_pcache "a. page cache grown by that store (lower better)"   "MiB" dec
+row load         "b. load, buffered (warm backing), entries cold"     "MiB/s" mib
+row load_restart "b. load after a restart (entries warmed)"          "MiB/s" mib
+row load_direct  "c. load, O_DIRECT, entries cold"                    "MiB/s" mib
 row probe        "d. probe access(F_OK), 50% miss"                    "ops/s" int
 row probe_again  "d. probe again, same names (engine re-checks)"     "ops/s" int
 row readdir      "e. readdir $FLAT_N-entry flat dir"                  "entries/s" int
@@ -611,7 +662,7 @@ say ""
 say "Raw samples (in run order):"
 say ""
 say '```'
-for wl in store load load_direct probe probe_again readdir evict evict_store restart restart_index rss rss_total fio_write fio_read \
+for wl in store store_pcache load load_restart load_direct probe probe_again readdir evict evict_store restart restart_index rss rss_total fio_write fio_read \
     trace trace_hit trace_ideal trace_held trace_per_store trace_per_load trace_per_load_again trace_syscalls_per_request; do
     for sys in native mergerfs boundfs; do
         [[ -n ${S[$wl,$sys]:-} || -n ${ERRS[$wl,$sys]:-} ]] || continue

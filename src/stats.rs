@@ -309,9 +309,10 @@ pub struct LedgerCounts {
 
 /// The FUSE opcodes boundfs counts, by their kernel protocol names
 /// (`include/uapi/linux/fuse.h` without the `FUSE_` prefix), in [`Op`] order.
-/// RENAME counts RENAME and RENAME2; FORGET counts every node of a
-/// BATCH_FORGET (fuser 0.18 hands them over one by one and keeps its
-/// `ForgetOne` private, so the batch itself cannot be counted). Opcodes boundfs leaves
+/// RENAME counts RENAME and RENAME2; FORGET counts FORGET and BATCH_FORGET
+/// messages, a batch once however many nodes it carries (fuser 0.18 hands
+/// the nodes over one by one with the batch's header: `crate::fuse` counts
+/// a request id once). Opcodes boundfs leaves
 /// to fuser's defaults (GETLK, BMAP, POLL, COPY_FILE_RANGE …) are not counted.
 pub const OPS: [&str; 34] = [
     "INIT",

@@ -113,6 +113,11 @@ pub struct Args {
           value_parser = |v: &str| config::parse_interval("stale_tmp", v, Duration::from_secs(1)),
           help_heading = MOUNT_OPTIONS)]
     pub stale_tmp: Duration,
+    /// After mounting, warm the kernel's entries of this many most recently used block files in the
+    /// background, so the first loads after a restart skip their LOOKUPs (0: off); 0 with shared.
+    #[arg(long, value_name = "N", default_value_t = config::DEFAULT_WARM_ENTRIES,
+          value_parser = config::parse_warm_entries, help_heading = MOUNT_OPTIONS)]
+    pub warm_entries: usize,
     /// Mount noexec (the last of noexec and exec wins).
     #[arg(long, overrides_with_all = ["noexec", "exec"], help_heading = MOUNT_FLAGS)]
     pub noexec: bool,
@@ -360,6 +365,8 @@ pub fn options(a: Args, matches: &ArgMatches) -> Result<Options, ConfigError> {
             config::SHARED_RECONCILE_INTERVAL,
         ),
         stale_tmp: a.stale_tmp,
+        // Shared tier: entries live 2 s (attr_timeout), a warm would only load the shared filesystem.
+        warm_entries: if a.shared && default("warm_entries") { 0 } else { a.warm_entries },
         allow_other: a.allow_other,
         foreground: a.foreground,
         passthrough: a.passthrough,

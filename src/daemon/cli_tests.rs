@@ -209,3 +209,14 @@ fn a_pattern_without_wildcard_is_refused_and_atime_options_are_applied() {
     let o = parse(&["-o", "max_size=1G,strictatime,lazytime"]).unwrap();
     assert_eq!(o.atime.words(), vec!["strictatime", "lazytime"]);
 }
+
+#[test]
+fn warm_entries_default_bounds_and_shared() {
+    assert_eq!(parse(&["-o", "max_size=1M"]).unwrap().warm_entries, config::DEFAULT_WARM_ENTRIES);
+    assert_eq!(parse(&["-o", "max_size=1M,warm_entries=0"]).unwrap().warm_entries, 0);
+    assert_eq!(parse(&["-o", "max_size=1M,shared"]).unwrap().warm_entries, 0, "entries live 2 s with shared");
+    assert_eq!(parse(&["-o", "max_size=1M,shared,warm_entries=100"]).unwrap().warm_entries, 100);
+    let e = parse(&["-o", "max_size=1M,warm_entries=-1"]).unwrap_err();
+    assert!(e.0.contains("warm_entries: '-1' must be a whole number from 0 (off)"), "{e}");
+    assert!(parse(&["-o", &format!("max_size=1M,warm_entries={}", config::MAX_WARM_ENTRIES + 1)]).is_err());
+}

@@ -33,7 +33,7 @@ use crate::ledger::policy::Policy;
 use crate::ledger::{Kind, Ledger};
 use crate::stats::Stats;
 use crate::sys;
-use crate::workers::{evictor, reconcile, scan, stamp, watch};
+use crate::workers::{evictor, reconcile, scan, stamp, warm, watch};
 use sdnotify::Notify;
 
 enum Event {
@@ -138,7 +138,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         };
         format!("mount at {} failed: {}{hint}", opts.mountpoint.display(), e.to_string().trim_end())
     })?;
-    core.inval.set_notifier(session.notifier());
+    core.invalidator().set_notifier(session.notifier());
     let mut unmounter = session.unmount_callable();
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -181,16 +181,11 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
             thread::Builder::new().name("evictor".into()).spawn(move || evictor::run(c, || s.load(Ordering::Relaxed))),
         );
         let c = core.clone();
-        workers.push(thread::Builder::new().name("invalidator".into()).spawn(move || c.inval.run()));
+        workers.push(thread::Builder::new().name("invalidator".into()).spawn(move || c.invalidator().run()));
         let (c, s) = (core.clone(), stop.clone());
         workers.push(thread::Builder::new().name("stamper".into()).spawn(move || {
             // The kernel caches attributes for attr_timeout: show it the new mtimes.
-            let stamped = |keys: &[_]| {
-                Stats::add(&c.stats.stamps, keys.len() as u64);
-                keys.iter().filter_map(|k| c.inodes.ino_of(k)).for_each(|ino| {
-                    c.inval.push_attrs(ino);
-                });
-            };
+            let stamped = |keys: &[_]| c.stamped(keys);
             stamp::run(&c.stamper, &stamp_root, || s.load(Ordering::Relaxed), stamped)
         }));
     }
@@ -212,6 +207,10 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         workers.push(
             thread::Builder::new().name("watch".into()).spawn(move || watch::run(c, || s.load(Ordering::Relaxed))),
         );
+        let (c, s, mnt, n) = (core.clone(), stop.clone(), opts.mountpoint.clone(), opts.warm_entries);
+        workers.push(thread::Builder::new().name("warm".into()).spawn(move || {
+            warm::run(c, &mnt, n, || s.load(Ordering::Relaxed));
+        }));
     }
     core.maybe_wake_evictor();
     log::info!(
@@ -253,7 +252,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     core.wake_evictor();
     core.stamper.kick();
     core.reconcile.stop();
-    core.inval.stop();
+    core.invalidator().stop();
     if let Some(m) = &metrics {
         m.thread().unpark();
     }
@@ -265,7 +264,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     log::info!(
         "unmounted {}; {} stamps written; final status {}",
         opts.mountpoint.display(),
-        Stats::get(&core.stats.stamps),
+        Stats::get(&core.stats().stamps),
         core.stats_json()
     );
     result.map_err(|e| format!("FUSE session ended with an error: {e}"))

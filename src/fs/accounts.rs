@@ -24,6 +24,9 @@ pub struct Accounts {
     /// Lock acquisitions so far (tests count them per operation).
     #[cfg(test)]
     acquired: std::sync::atomic::AtomicU64,
+    /// Waits for a RELEASE begun so far (tests force the interleaving on it).
+    #[cfg(test)]
+    waits: std::sync::atomic::AtomicU64,
 }
 
 /// A file a CREATE made or opened, for [`Accounts::created`].
@@ -63,6 +66,8 @@ impl Accounts {
             released: Condvar::new(),
             #[cfg(test)]
             acquired: Default::default(),
+            #[cfg(test)]
+            waits: Default::default(),
         }
     }
 
@@ -88,7 +93,16 @@ impl Accounts {
     /// Waits at most `timeout` for a RELEASE, with the ledger lock `l` given
     /// up meanwhile.
     pub fn wait_released(&self, l: &mut MutexGuard<'_, Ledger>, timeout: Duration) {
+        #[cfg(test)]
+        self.waits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.released.wait_for(l, timeout);
+    }
+
+    /// Waits for a RELEASE begun so far, counted with the ledger lock held:
+    /// once it moves, the waiter gives the lock up only by waiting.
+    #[cfg(test)]
+    pub fn waits(&self) -> u64 {
+        self.waits.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The budget and watermarks now (a copy: `max_size` may change live).

@@ -43,11 +43,41 @@ pub fn write_growth(st: &libc::stat, off: u64, len: u64) -> u64 {
     len.div_ceil(bs) * bs + bs
 }
 
+/// What a SETATTR changes; `None` leaves an attribute as it is.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetAttr {
+    /// The file handle the change came through (a truncate then uses its fd).
+    pub fh: Option<u64>,
+    /// Permission bits (the low 12 bits are applied).
+    pub mode: Option<u32>,
+    /// Owner uid.
+    pub uid: Option<u32>,
+    /// Owner gid.
+    pub gid: Option<u32>,
+    /// New size in bytes (truncate or extend).
+    pub size: Option<u64>,
+    /// Access time.
+    pub atime: Option<TimeOrNow>,
+    /// Modification time.
+    pub mtime: Option<TimeOrNow>,
+    /// A truncate (size without mode) clears the bits [`killed_privs`]
+    /// names, as the VFS does for an unprivileged truncate (with
+    /// FUSE_HANDLE_KILLPRIV_V2 the kernel leaves it to the daemon).
+    pub kill_suidgid: bool,
+}
+
 /// An open directory: the backing fd, and entries read but not yet returned.
 pub struct DirStream {
     fd: OwnedFd,
     pending: std::collections::VecDeque<sys::DirEnt>,
     next_off: i64,
+}
+
+impl DirStream {
+    /// The backing directory's fd.
+    pub(super) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 fn dtype(t: u8) -> fuser::FileType {
@@ -217,23 +247,12 @@ impl Core {
         sys::lseek(self.handle(fh)?.fd.as_raw_fd(), off, whence)
     }
 
-    /// SETATTR: mode, owner, size, times, in that order; returns the new
-    /// attributes. `kill_suidgid`: a truncate (size without mode) clears the
-    /// bits [`killed_privs`] names, as the VFS does for an unprivileged
-    /// truncate (with FUSE_HANDLE_KILLPRIV_V2 the kernel leaves it to us).
-    #[allow(clippy::too_many_arguments)]
-    pub fn setattr(
-        &self,
-        ino: INodeNo,
-        fh: Option<u64>,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        kill_suidgid: bool,
-    ) -> OpResult<FileAttr> {
+    /// SETATTR: mode, owner, size, times, in that order (see [`SetAttr`]);
+    /// returns the new attributes. Errors: ESTALE for an inode the core does
+    /// not hold, the backing errno of the first change that fails (the ones
+    /// before it stay made).
+    pub fn setattr(&self, ino: INodeNo, set: &SetAttr) -> OpResult<FileAttr> {
+        let SetAttr { fh, mode, uid, gid, size, atime, mtime, kill_suidgid } = *set;
         let i = self.inode(ino)?;
         let p = sys::proc_path(i.fd().as_raw_fd());
         let check = |r: libc::c_int| sys::check(r).map(drop);
@@ -328,6 +347,10 @@ fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
         },
     }
 }
+
+#[cfg(test)]
+#[path = "data_tests.rs"]
+mod tests;
 
 #[cfg(test)]
 mod kill_tests {

@@ -22,11 +22,11 @@
 //!    ledger `finish_evict`; emptied directories are queued for removal;
 //! 6. release the stripe, queue the kernel invalidation of the name.
 //!
-//! Stale temporaries and emptied directories are removed with the same steps
-//! 2–6 by [`Core::remove_verified`]. Eviction keeps its own copy for now: a
-//! victim that vanished behind the daemon has its bytes taken out under the
-//! stripe its check held (`Core::vanished`), which remove_verified does not
-//! hand back.
+//! Steps 2–6 are [`Core::remove_verified`], the one removal protocol, which
+//! stale temporaries and emptied directories use too. Eviction's step 3 is
+//! its check, run under the stripe: a victim that vanished behind the daemon
+//! has its bytes taken out there (`Core::vanished`), and the outcome
+//! ([`Kept`]) says what the caller does next (re-rank, park, count as freed).
 
 use std::ffi::CString;
 use std::os::fd::AsFd;
@@ -79,8 +79,9 @@ impl Core {
         freed
     }
 
-    /// Steps 2–6 for one victim taken with `Ledger::take_victim`. Returns
-    /// bytes freed and the invalidation ticket, or None when it was skipped.
+    /// Steps 2–6 for one victim taken with `Ledger::take_victim`, through
+    /// [`Core::remove_verified`]. Returns bytes freed and the invalidation
+    /// ticket, or None when it was skipped.
     pub(crate) fn evict_victim(&self, key: FileKey, rel: &Path) -> Option<(u64, Option<u64>)> {
         let skip = |why: &str| {
             log::debug!("eviction skipped {}: {why}", rel.display());
@@ -91,152 +92,163 @@ impl Core {
             Stats::add(&self.stats.evict_skipped_open, 1);
             skip("opened meanwhile")
         };
-        let (dir, dkey, dir_rel, name, c) = match self.parent_of_checked(rel) {
-            Ok(Parent { dir, key, dir_rel, name, c }) => (dir, key, dir_rel, name, c),
-            Err(Some(_)) => {
-                // The directory is gone behind the daemon (rm -rf in BACKING):
-                // so is the victim's name. Its bytes stop counting now.
-                return self.vanished(key, rel, None);
-            }
-            Err(None) => {
-                self.accounts.lock().forget_path(key);
-                return skip("directory unreadable, or not beneath BACKING");
-            }
-        };
-        let guard = self.dirlocks.lock(&[dkey]);
-        match sys::fstatat(dir.as_fd(), &c) {
-            Ok(st) if key_of(&st) == key && st.st_nlink == 1 => {
-                if self.stamped_elsewhere(key, &st) {
-                    // One LRU across nodes: another node used it since this
-                    // node last read the tree's mtimes. Most recent, not evicted.
-                    drop(guard);
-                    self.accounts.lock().touch(key, self.now(), u32::MAX);
-                    Stats::add(&self.stats.evict_reranked, 1);
-                    return skip("used on another node since the last reconcile");
+        // Step 3, under the stripe.
+        let check = |st: Result<&libc::stat, Errno>| match st {
+            Ok(st) if key_of(st) == key && st.st_nlink == 1 => {
+                if self.stamped_elsewhere(key, st) {
+                    Err(Kept::Reranked)
+                } else {
+                    Ok((key, Removal::Block))
                 }
             }
-            Ok(st) if key_of(&st) == key => {
+            Ok(st) if key_of(st) == key => {
                 self.accounts.lock().park(key);
-                return skip("has another hard link");
+                Err(Kept::Linked)
             }
-            Ok(_) => return self.vanished(key, rel, Some((guard, dkey, name))),
-            Err(e) if vanished_errno(e) => return self.vanished(key, rel, Some((guard, dkey, name))),
+            Ok(_) => Err(self.vanished(key, rel)),
+            Err(e) if vanished_errno(e) => Err(self.vanished(key, rel)),
             Err(_) => {
                 self.accounts.lock().park(key);
-                return skip("name unreadable");
-            }
-        }
-        // Reserved before the ledger refuses opens: an OPEN refused from now
-        // on answers ENOENT only once this name's invalidation is sent.
-        let place = self.inval.reserve();
-        if !self.accounts.lock().begin_removal(key, Removal::Block) {
-            return skip_open();
-        }
-        // Truncate first: the kernel may still hold the inode (our O_PATH fd
-        // lives until its FORGET), and an unlinked inode keeps its blocks while
-        // any fd refers to it. Nothing through the mount has it open (checked
-        // just above), so its bytes can go now and usage stays exact.
-        let victim = sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0);
-        if self.shared {
-            // Another node's opens hold LOCK_SH (fs::shared): take LOCK_EX on
-            // the chosen file, or leave it, before truncating or unlinking.
-            match &victim {
-                Ok(fd) if sys::fstat(fd.as_fd()).is_ok_and(|st| key_of(&st) == key) && self.lock_victim(fd.as_fd()) => {
-                }
-                Err(e) if *e == Errno::ENOENT => {
-                    // Removed by another node (this node's client may still
-                    // have the name cached): its bytes stop counting now and
-                    // pay for the write, as a vanished victim's do.
-                    let n = self.accounts.lock().finish_evict(key);
-                    log::debug!("eviction found {} removed elsewhere: {n} bytes stop counting", rel.display());
-                    return (n > 0).then_some((n, None));
-                }
-                _ => {
-                    self.accounts.lock().abort_evict(key);
-                    self.touch(key);
-                    return skip_open();
-                }
-            }
-        }
-        if let Ok(fd) = &victim {
-            let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(fd), 0);
-        }
-        let freed = match sys::unlinkat(dir.as_fd(), &c, 0) {
-            Ok(()) => self.accounts.lock().finish_evict(key),
-            Err(e) if e == Errno::ENOENT => {
-                // As above: gone already, its bytes are free.
-                let n = self.accounts.lock().finish_evict(key);
-                return (n > 0).then_some((n, None));
-            }
-            Err(e) => {
-                self.accounts.lock().abort_evict(key);
-                crate::warn_limited!("eviction could not remove {}: {e:?}; skipping it", rel.display());
-                return skip("unlink failed");
+                Err(Kept::Unreadable)
             }
         };
-        drop(victim);
-        self.journal_record(key.ino, rel);
-        Stats::add(&self.stats.evictions, 1);
-        Stats::add(&self.stats.evicted_bytes, freed);
-        drop(guard);
-        self.empty_dirs.lock().push((dir_rel.to_path_buf(), 0));
-        let last = self.inodes.ino_of(&dkey).map(|pino| place.fill(pino, name.to_os_string()));
-        Some((freed, last))
+        match self.remove_verified(rel, check) {
+            Ok(done) => {
+                // Shared tier: published to the other nodes (fs/journal.rs).
+                self.journal_record(key.ino, rel);
+                Stats::add(&self.stats.evictions, 1);
+                Stats::add(&self.stats.evicted_bytes, done.freed);
+                if let Some(dir_rel) = rel.parent() {
+                    self.empty_dirs.lock().push((dir_rel.to_path_buf(), 0));
+                }
+                Some((done.freed, done.ticket))
+            }
+            // The directory is gone behind the daemon (rm -rf in BACKING):
+            // so is the victim's name. Its bytes stop counting now.
+            Err(Kept::DirGone) => match self.vanished(key, rel) {
+                Kept::Vanished { freed, .. } => (freed > 0).then_some((freed, None)),
+                _ => None,
+            },
+            Err(Kept::Vanished { freed, ticket }) => (freed > 0).then_some((freed, ticket)),
+            Err(Kept::Moved) => None,
+            Err(Kept::NoParent) => {
+                self.accounts.lock().forget_path(key);
+                skip("directory unreadable, or not beneath BACKING")
+            }
+            Err(Kept::Reranked) => {
+                // One LRU across nodes: another node used it since this
+                // node last read the tree's mtimes. Most recent, not evicted.
+                self.accounts.lock().touch(key, self.now(), u32::MAX);
+                Stats::add(&self.stats.evict_reranked, 1);
+                skip("used on another node since the last reconcile")
+            }
+            Err(Kept::Linked) => skip("has another hard link"),
+            Err(Kept::Unreadable) => skip("name unreadable"),
+            Err(Kept::Busy) => skip_open(),
+            Err(Kept::HeldElsewhere) => {
+                self.touch(key);
+                skip_open()
+            }
+            // Removed by another node, or by someone else between the check
+            // and the unlink: its bytes are free, and pay for the write as a
+            // vanished victim's do.
+            Err(Kept::AlreadyGone(n)) => {
+                log::debug!("eviction found {} removed elsewhere: {n} bytes stop counting", rel.display());
+                (n > 0).then_some((n, None))
+            }
+            Err(Kept::Failed(e)) => {
+                crate::warn_limited!("eviction could not remove {}: {e:?}; skipping it", rel.display());
+                skip("unlink failed")
+            }
+            Err(Kept::Missing | Kept::Replaced) => skip("replaced"),
+        }
     }
 
     /// The one protocol by which the daemon removes an object of BACKING
     /// (eviction, stale temporaries, emptied directories): opens `rel`'s
     /// directory beneath BACKING (no symlink followed), takes its stripe,
-    /// `fstatat`s the name and lets `check` decide (it returns the key and
-    /// what is removed, or why to keep it); then ledger `begin_removal`
-    /// (refused for an open file; an open after it answers ENOENT), truncate
-    /// a file to 0 (the kernel may still hold an fd-backed inode), `unlinkat`
+    /// `fstatat`s the name and lets `check` decide on the result, still
+    /// under the stripe (it returns the key and what is removed, or why to
+    /// keep it; it may update the ledger for what it found); then ledger
+    /// `begin_removal` (refused for an open file; an open after it answers
+    /// ENOENT); for a block in shared mode, the opened file must still be the
+    /// chosen one and take `LOCK_EX | LOCK_NB` (see `fs::shared`); truncate a
+    /// file to 0 (the kernel may still hold an fd-backed inode), `unlinkat`
     /// (`AT_REMOVEDIR` for a directory), ledger `finish_evict` or
     /// `abort_evict`; releases the stripe and queues the kernel invalidation
-    /// of the name. Errors: [`Kept`], why nothing was removed.
+    /// of the name (also when `check` found the name [`Kept::Vanished`]).
+    /// Errors: [`Kept`], why nothing was removed.
     pub(crate) fn remove_verified(
         &self,
         rel: &Path,
-        check: impl FnOnce(&libc::stat) -> Result<(FileKey, Removal), Kept>,
+        check: impl FnOnce(Result<&libc::stat, Errno>) -> Result<(FileKey, Removal), Kept>,
     ) -> Result<Removed, Kept> {
-        let Some(Parent { dir, key: dkey, name, c, .. }) = self.parent_of(rel) else {
-            return Err(Kept::NoParent);
+        let Parent { dir, key: dkey, name, c, .. } = match self.parent_of_checked(rel) {
+            Ok(p) => p,
+            Err(Some(_)) => return Err(Kept::DirGone),
+            Err(None) => return Err(Kept::NoParent),
         };
         let guard = self.dirlocks.lock(&[dkey]);
-        let st = sys::fstatat(dir.as_fd(), &c).map_err(|_| Kept::Missing)?;
-        let (key, what) = check(&st)?;
-        // Reserved before the ledger refuses opens (see `evict_victim`).
+        let (key, what) = match check(sys::fstatat(dir.as_fd(), &c).as_ref().map_err(|e| *e)) {
+            Ok(v) => v,
+            Err(Kept::Vanished { freed, .. }) => {
+                drop(guard);
+                let ticket = self.invalidate_entry(&dkey, name);
+                return Err(Kept::Vanished { freed, ticket });
+            }
+            Err(k) => return Err(k),
+        };
+        // Reserved before the ledger refuses opens: an OPEN refused from now
+        // on answers ENOENT only once this name's invalidation is sent.
         let place = self.inval.reserve();
         // An emptied directory is removed even if the ledger does not know it.
         if !self.accounts.lock().begin_removal(key, what) && what != Removal::Dir {
             return Err(Kept::Busy);
         }
-        let flags = if what == Removal::Dir {
-            libc::AT_REMOVEDIR
+        let (flags, victim) = if what == Removal::Dir {
+            (libc::AT_REMOVEDIR, None)
         } else {
             // Nothing through the mount has it open (checked just above), so
             // its bytes can go now and usage stays exact.
-            if let Ok(fd) = sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0) {
-                let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&fd), 0);
-            }
-            0
+            (0, Some(sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0)))
         };
+        if self.shared && what == Removal::Block {
+            // Another node's opens hold LOCK_SH (fs::shared): take LOCK_EX on
+            // the chosen file, or leave it, before truncating or unlinking.
+            match victim.as_ref() {
+                Some(Ok(fd))
+                    if sys::fstat(fd.as_fd()).is_ok_and(|st| key_of(&st) == key) && self.lock_victim(fd.as_fd()) => {}
+                Some(Err(e)) if *e == Errno::ENOENT => {
+                    return Err(Kept::AlreadyGone(self.accounts.lock().finish_evict(key)));
+                }
+                _ => {
+                    self.accounts.lock().abort_evict(key);
+                    return Err(Kept::HeldElsewhere);
+                }
+            }
+        }
+        if let Some(Ok(fd)) = &victim {
+            let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(fd), 0);
+        }
+        if rel.parent().is_some_and(|p| p.as_os_str().is_empty()) {
+            // A top entry: the watch on BACKING must not take it for a removal behind the daemon.
+            self.own_removals.note(name);
+        }
         let freed = match sys::unlinkat(dir.as_fd(), &c, flags) {
             Ok(()) => self.accounts.lock().finish_evict(key),
             Err(e) if e == Errno::ENOENT && what != Removal::Dir => {
-                self.accounts.lock().finish_evict(key);
-                return Err(Kept::AlreadyGone);
+                return Err(Kept::AlreadyGone(self.accounts.lock().finish_evict(key)));
             }
             Err(e) => {
                 self.accounts.lock().abort_evict(key);
                 return Err(Kept::Failed(e));
             }
         };
+        // The lock (shared mode) is held until the name is gone.
+        drop(victim);
         drop(guard);
-        if let Some(pino) = self.inodes.ino_of(&dkey) {
-            place.fill(pino, name.to_os_string());
-        }
-        Ok(Removed { freed })
+        let ticket = self.inodes.ino_of(&dkey).map(|pino| place.fill(pino, name.to_os_string()));
+        Ok(Removed { freed, ticket })
     }
 
     /// Shared mode: whether a victim's `st` shows an mtime stamped after the
@@ -277,26 +289,21 @@ impl Core {
         };
         let key = key_of(&sys::fstat(dir.as_fd()).map_err(|_| None)?);
         let c = CString::new(name.as_bytes()).map_err(|_| None)?;
-        Ok(Parent { dir, key, dir_rel, name, c })
+        Ok(Parent { dir, key, name, c })
     }
 
     /// The victim `key` is no longer at `rel` in BACKING: deleted, replaced
     /// or moved behind the daemon (an operator's `rm -rf`, a reaper). Its
     /// bytes stop counting at once, so an inline eviction never removes a live
-    /// block to pay for bytes already free; the caller counts them as freed.
-    /// Kept instead (parked, and only its path forgotten) if the kernel's fd
-    /// on it shows it still has a name elsewhere. `held`: the stripe of the
-    /// directory the name was checked in (held, so no create or rename through
-    /// the mount can race the check), with the directory's key and the name,
-    /// whose cached kernel entry is then invalidated. Asks for an early
-    /// reconcile pass, which adopts the file again if it was only moved.
-    /// Returns the bytes taken out of usage, or None if none were.
-    fn vanished(
-        &self,
-        key: FileKey,
-        rel: &Path,
-        held: Option<(crate::fs::dirlock::DirGuard<'_>, FileKey, &std::ffi::OsStr)>,
-    ) -> Option<(u64, Option<u64>)> {
+    /// block to pay for bytes already free; the caller counts them as freed
+    /// ([`Kept::Vanished`], whose name [`Core::remove_verified`] then has the
+    /// kernel forget). Kept instead ([`Kept::Moved`]: parked, and only its
+    /// path forgotten) if the kernel's fd on it shows it still has a name
+    /// elsewhere. Called under the stripe of the directory the name was
+    /// checked in when there is one (so no create or rename through the mount
+    /// can race the check). Asks for an early reconcile pass, which adopts the
+    /// file again if it was only moved.
+    fn vanished(&self, key: FileKey, rel: &Path) -> Kept {
         self.reconcile.request();
         Stats::add(&self.stats.evict_skipped, 1);
         let linked_elsewhere = self
@@ -307,25 +314,21 @@ impl Core {
         if linked_elsewhere {
             log::debug!("eviction skipped {}: moved behind the daemon", rel.display());
             self.accounts.lock().forget_path(key);
-            return None;
+            return Kept::Moved;
         }
         let freed = {
             let mut l = self.accounts.lock();
             // Only an entry still naming `rel` (a rename through the mount
             // after the choice gave it another name, under another stripe).
             if l.get(&key).and_then(|e| e.path.as_deref()) != Some(rel) {
-                return None;
+                return Kept::Moved;
             }
             l.drop_unused(key)
         };
         // An index entry corrected, as a reconcile pass would have.
         Stats::add(&self.stats.reconcile_fixes, 1);
         log::debug!("eviction found {} gone behind the daemon: {freed} bytes stop counting", rel.display());
-        let ticket = held.and_then(|(g, dkey, name)| {
-            drop(g);
-            self.inodes.ino_of(&dkey).map(|pino| self.inval.push(pino, name.to_os_string()))
-        });
-        (freed > 0).then_some((freed, ticket))
+        Kept::Vanished { freed, ticket: None }
     }
 
     /// Removes directories that eviction left empty, up to but not including
@@ -340,7 +343,8 @@ impl Core {
         let batch = std::mem::take(&mut *self.empty_dirs.lock());
         let mut retry = Vec::new();
         for (rel, tries) in batch {
-            let check = |st: &libc::stat| {
+            let check = |st: Result<&libc::stat, Errno>| {
+                let st = st.map_err(|_| Kept::Missing)?;
                 if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_nlink > 2 {
                     return Err(Kept::Replaced);
                 }
@@ -359,9 +363,7 @@ impl Core {
                 Err(Kept::Busy) if tries < 60 => {
                     // The kernel still holds the directory: ask it to drop the entry.
                     if let Some(p) = self.parent_of(&rel) {
-                        if let Some(pino) = self.inodes.ino_of(&p.key) {
-                            self.inval.push(pino, p.name.to_os_string());
-                        }
+                        self.invalidate_entry(&p.key, p.name);
                     }
                     retry.push((rel.clone(), tries + 1));
                 }
@@ -384,34 +386,57 @@ pub(crate) fn vanished_errno(e: Errno) -> bool {
     e.code() == libc::ENOENT
 }
 
-/// Why [`Core::remove_verified`] kept an object.
+/// Why [`Core::remove_verified`] kept an object (or, for the last few, why
+/// eviction found nothing to remove).
 #[derive(Debug)]
 pub(crate) enum Kept {
-    /// Its directory is gone, or not beneath BACKING.
+    /// Its directory is unreadable, or not beneath BACKING.
     NoParent,
+    /// Its directory is gone from BACKING (ENOENT on the way).
+    DirGone,
     /// The name is gone.
     Missing,
     /// The name holds another object, or one not to remove (the check said).
     Replaced,
     /// It is open, or (for a directory) still known to the kernel.
     Busy,
-    /// Someone else removed it between the check and the unlink.
-    AlreadyGone,
+    /// Someone else removed it between the check and the unlink (or another
+    /// node did, in shared mode): these bytes stopped counting.
+    AlreadyGone(u64),
     /// The unlink failed with this errno.
     Failed(Errno),
+    /// Eviction: the victim vanished behind the daemon and `freed` bytes
+    /// stopped counting; `ticket` is the invalidation of its name.
+    Vanished {
+        /// Bytes taken out of usage.
+        freed: u64,
+        /// The kernel invalidation queued for the name, if the kernel holds its directory.
+        ticket: Option<u64>,
+    },
+    /// Eviction: the victim was moved behind the daemon; it keeps counting.
+    Moved,
+    /// Eviction, shared mode: another node used it since the last walk.
+    Reranked,
+    /// Eviction: it has another hard link (parked).
+    Linked,
+    /// Eviction: its name could not be read (parked).
+    Unreadable,
+    /// Eviction, shared mode: another node holds it open (its flock).
+    HeldElsewhere,
 }
 
 /// What [`Core::remove_verified`] removed.
 pub(crate) struct Removed {
     /// Bytes returned to the budget.
     pub(crate) freed: u64,
+    /// The kernel invalidation queued for the name, if the kernel holds its directory.
+    pub(crate) ticket: Option<u64>,
 }
 
 /// The directory of a path relative to BACKING, opened: see [`Core::parent_of`].
 pub(crate) struct Parent<'a> {
     pub(crate) dir: std::os::fd::OwnedFd,
     pub(crate) key: FileKey,
-    pub(crate) dir_rel: &'a Path,
     pub(crate) name: &'a std::ffi::OsStr,
     pub(crate) c: CString,
 }

@@ -141,9 +141,9 @@ fn remove_verified_keeps_what_the_check_or_the_ledger_refuses() {
     let c = core(d.path(), 1 << 30);
     store(&c, "a.bin", &[1u8; 8192]);
     let rel = Path::new("a.bin");
-    let block = |st: &libc::stat| Ok((key_of(st), Removal::Block));
+    let block = |st: Result<&libc::stat, Errno>| Ok((key_of(st.map_err(|_| Kept::Missing)?), Removal::Block));
     assert!(matches!(c.remove_verified(rel, |_| Err(Kept::Replaced)), Err(Kept::Replaced)));
-    assert!(matches!(c.remove_verified(Path::new("no/a.bin"), block), Err(Kept::NoParent)));
+    assert!(matches!(c.remove_verified(Path::new("no/a.bin"), block), Err(Kept::DirGone)));
     assert!(matches!(c.remove_verified(Path::new("b.bin"), block), Err(Kept::Missing)));
     // An open file is never removed.
     let ino = c.lookup(ROOT, OsStr::new("a.bin")).unwrap().ino;
@@ -158,7 +158,7 @@ fn remove_verified_keeps_what_the_check_or_the_ledger_refuses() {
     assert_eq!(c.accounts().lock().usage(), before - done.freed);
     // An empty directory, even one the ledger never saw.
     std::fs::create_dir(d.path().join("e")).unwrap();
-    c.remove_verified(Path::new("e"), |st| Ok((key_of(st), Removal::Dir))).unwrap();
+    c.remove_verified(Path::new("e"), |st| Ok((key_of(st.unwrap()), Removal::Dir))).unwrap();
     assert!(!d.path().join("e").exists());
 }
 

@@ -8,7 +8,7 @@
 //!    bookkeeping only: never held across a syscall);
 //! 3. leaf locks, never held while taking another: the inode table, the
 //!    handle tables, the invalidation queue, the stamp queue, the evictor's wake
-//!    flag, the empty-directory list.
+//!    flag, the empty-directory list, the own-removal notes.
 
 pub mod accounts;
 pub mod dirlock;
@@ -21,11 +21,13 @@ mod evict;
 pub mod journal;
 pub mod lease;
 
+mod context;
 mod control;
 mod data;
 mod direct;
 mod meta;
 mod namespace;
+pub mod own_removals;
 mod recreate;
 pub mod shared;
 pub mod unevictable;
@@ -57,8 +59,9 @@ use inode::{Inode, InodeTable};
 use passthrough::IoModes;
 use stamps::Stamper;
 
+pub use context::Target;
 pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
-pub use data::{DirStream, backing_flags, write_growth};
+pub use data::{DirStream, SetAttr, backing_flags, write_growth};
 pub use evict::INVAL_WAIT;
 pub(crate) use evict::Kept;
 pub use meta::{StatFs, Xattr};
@@ -83,17 +86,17 @@ pub struct Core {
     /// Canonical BACKING path (to turn /proc/self/fd links into relative paths).
     pub root_path: PathBuf,
     /// FUSE inodes ↔ backing objects.
-    pub inodes: InodeTable,
+    inodes: InodeTable,
     /// Usage, LRU, pins, reservations, the budget: the one door to the ledger.
     accounts: Accounts,
     /// Namespace serialisation per backing directory.
-    pub dirlocks: DirLocks,
+    dirlocks: DirLocks,
     /// Selects block files by name.
     pub matcher: GlobSet,
     /// Counters.
-    pub stats: Stats,
+    stats: Stats,
     /// Kernel cache invalidations.
-    pub inval: Invalidator,
+    inval: Invalidator,
     /// Pending mtime stamps.
     pub stamper: Stamper,
     /// Wakes the background evictor (work pending, or stop).
@@ -104,6 +107,11 @@ pub struct Core {
     pub unevictable: unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).
     pub reconcile: crate::wake::Waker,
+    /// Top entries of BACKING the daemon removed itself, for the watch.
+    pub own_removals: own_removals::OwnRemovals,
+    /// Thread id of the daemon's own thread warming the kernel's entries
+    /// (`workers::warm`), 0 when none: its LOOKUPs are no use of a block.
+    pub warm_tid: std::sync::atomic::AtomicI32,
     /// `-o shared`: opens hold a flock and eviction takes one (see [`shared`]).
     /// Set once, before the mount serves.
     pub shared: bool,
@@ -132,6 +140,9 @@ pub struct Core {
     start: Instant,
     stamp_secs: u32,
     euid: u32,
+    /// How long a write that would fail with ENOSPC waits for a RELEASE
+    /// ([`RELEASE_WAIT`]; tests lengthen it).
+    release_wait: Duration,
 }
 
 impl Core {
@@ -162,6 +173,8 @@ impl Core {
             evict_wake: Signal::default(),
             empty_dirs: Mutex::new(Vec::new()),
             reconcile: Default::default(),
+            own_removals: Default::default(),
+            warm_tid: Default::default(),
             unevictable: Default::default(),
             shared: false,
             flush_backing: false,
@@ -176,6 +189,7 @@ impl Core {
             start: Instant::now(),
             stamp_secs: stamp_interval.as_secs().min(u32::MAX as u64) as u32,
             euid: unsafe { libc::geteuid() },
+            release_wait: RELEASE_WAIT,
         }
     }
 
@@ -193,6 +207,49 @@ impl Core {
     /// it was called (the background evictor's sleep).
     pub fn evictor_wait(&self, timeout: Duration) -> bool {
         self.evict_wake.wait_for(timeout)
+    }
+
+    /// The counters (relaxed atomics; see [`Stats`]).
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The kernel invalidation queue, for its thread (`run`, `stop`) and
+    /// the session's notifier (`set_notifier`); events go through
+    /// [`Core::invalidate_entry`] and [`Core::stamped`].
+    pub fn invalidator(&self) -> &Invalidator {
+        &self.inval
+    }
+
+    /// Takes the stripes of directories `dirs` (lock order: see the module
+    /// docs), for a worker that checks names in them against the ledger.
+    pub fn lock_dirs(&self, dirs: &[FileKey]) -> dirlock::DirGuard<'_> {
+        self.dirlocks.lock(dirs)
+    }
+
+    /// The inode the kernel holds for backing object `key`, if any.
+    pub fn inode_of_key(&self, key: &FileKey) -> Option<Arc<Inode>> {
+        self.inodes.ino_of(key).and_then(|ino| self.inodes.get(ino))
+    }
+
+    /// FORGET: the kernel dropped `nlookup` references to `ino`.
+    pub fn forget(&self, ino: INodeNo, nlookup: u64) {
+        self.inodes.forget(ino.0, nlookup);
+    }
+
+    /// Queues the kernel invalidation of `name` in the directory `dir`, if
+    /// the kernel holds that directory. Returns the ticket to wait on.
+    pub fn invalidate_entry(&self, dir: &FileKey, name: &OsStr) -> Option<u64> {
+        self.inodes.ino_of(dir).map(|pino| self.inval.push(pino, name.to_os_string()))
+    }
+
+    /// The stamp writer stamped `keys`: counts them, and has the kernel drop
+    /// the cached attributes (it caches them for attr_timeout) of those it holds.
+    pub fn stamped(&self, keys: &[FileKey]) {
+        Stats::add(&self.stats.stamps, keys.len() as u64);
+        keys.iter().filter_map(|k| self.inodes.ino_of(k)).for_each(|ino| {
+            self.inval.push_attrs(ino);
+        });
     }
 
     /// The BACKING root's `O_PATH` fd.
@@ -329,7 +386,7 @@ impl Core {
                         // us: a file just closed may still look open. Give
                         // pending releases a moment before answering ENOSPC.
                         waited = true;
-                        self.accounts.wait_released(&mut l, RELEASE_WAIT);
+                        self.accounts.wait_released(&mut l, self.release_wait);
                         continue;
                     }
                     Err(Refused::Short(s)) => (s, l.evictable_bytes()),

@@ -9,6 +9,7 @@ use std::path::Path;
 use fuser::{Errno, FileAttr, INodeNo};
 
 use super::accounts::Created;
+use super::inode::Inode;
 use super::{Caller, Core, Handle, OpResult, Opened};
 use crate::key::key_of;
 use crate::ledger::Kind;
@@ -23,6 +24,12 @@ impl Core {
     /// block file found this way becomes most recent. Errors: the backing errno
     /// (ENOENT for a miss).
     pub fn lookup(&self, parent: INodeNo, name: &OsStr) -> OpResult<FileAttr> {
+        self.lookup_as(parent, name, true)
+    }
+
+    /// LOOKUP as [`Core::lookup`]; `touch`: whether finding a known block
+    /// counts as a use of it (false for the daemon's own warming lookups).
+    pub fn lookup_as(&self, parent: INodeNo, name: &OsStr, touch: bool) -> OpResult<FileAttr> {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
         // The stripe orders this lookup with the removal of an emptied
@@ -38,7 +45,7 @@ impl Core {
             }
         };
         let st = sys::fstat(fd.as_fd())?;
-        Ok(self.publish(&p, name, fd, &st, true))
+        Ok(self.publish(&p, name, fd, &st, touch))
     }
 
     /// CREATE: creates (or, without O_EXCL, opens) `name` and opens it.
@@ -178,6 +185,7 @@ impl Core {
         let path = self.rel_path(&p, name);
         let _g = self.dirlocks.lock(&[p.key]);
         let st = sys::fstatat(p.fd(), &c)?;
+        self.note_removal(&p, name);
         sys::unlinkat(p.fd(), &c, 0)?;
         self.forget_name(&st, path.as_deref());
         self.refresh_dir(&p);
@@ -190,10 +198,19 @@ impl Core {
         let c = sys::cname(name)?;
         let _g = self.dirlocks.lock(&[p.key]);
         let st = sys::fstatat(p.fd(), &c)?;
+        self.note_removal(&p, name);
         sys::unlinkat(p.fd(), &c, libc::AT_REMOVEDIR)?;
         self.accounts.lock().remove(key_of(&st));
         self.refresh_dir(&p);
         Ok(())
+    }
+
+    /// Notes a removal (or move away) of `name` in the directory `p` for the
+    /// watch on BACKING, which sees its top directory only.
+    fn note_removal(&self, p: &Inode, name: &OsStr) {
+        if p.ino == super::inode::ROOT_INO {
+            self.own_removals.note(name);
+        }
     }
 
     /// The ledger side of removing the name `path` of the object `st`.
@@ -226,6 +243,10 @@ impl Core {
         let _g = self.dirlocks.lock(&[p.key, np.key]);
         let src = sys::fstatat(p.fd(), &c)?;
         let dst = sys::fstatat(np.fd(), &nc).ok();
+        self.note_removal(&p, name);
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            self.note_removal(&np, newname);
+        }
         sys::renameat2(p.fd(), &c, np.fd(), &nc, flags)?;
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         if let Some(d) = dst.as_ref().filter(|d| key_of(d) != key_of(&src)) {

@@ -1,6 +1,6 @@
 //! `fuser::Filesystem` for [`Core`]: decode the request, call the core
-//! operation, reply. Every error goes out through [`reply_err`], which logs
-//! unexpected errnos once at debug level.
+//! operation, reply. Every error goes out through `reply_err!`, which logs
+//! it with its operation, path or handle and errno (see [`errors`]).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -16,8 +16,10 @@ use fuser::{
 };
 
 use crate::fs::passthrough::Plan;
-use crate::fs::{Caller, Core, Opened, Xattr};
+use crate::fs::{Caller, Core, Opened, SetAttr, Target, Xattr};
 use crate::stats::Op;
+
+mod errors;
 
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
 /// filesystem (overlayfs, as in most containers); nothing stacks on boundfs.
@@ -32,6 +34,12 @@ pub struct BoundFs {
     dont_mask: bool,
     /// FUSE_HANDLE_KILLPRIV_V2 was negotiated (see [`Filesystem::init`]).
     killpriv: bool,
+    /// Block files resolved by the daemon's own warming (`workers::warm`)
+    /// and not used since, by FUSE inode: their entries were answered with
+    /// attributes valid for 0 s, so a client's first stat, access or open
+    /// of one still reaches the daemon (as GETATTR) and counts as a use, as
+    /// its LOOKUP would have on a cold mount.
+    warmed: parking_lot::Mutex<std::collections::HashSet<u64>>,
 }
 
 impl BoundFs {
@@ -40,7 +48,7 @@ impl BoundFs {
     /// `passthrough` is set and the kernel and our privileges allow it.
     pub fn new(core: Arc<Core>, ttl: Duration, passthrough: bool) -> Self {
         core.enable_passthrough(passthrough);
-        BoundFs { core, ttl, dont_mask: false, killpriv: false }
+        BoundFs { core, ttl, dont_mask: false, killpriv: false, warmed: Default::default() }
     }
 
     /// The mode to create an object with under `parent`: the kernel applied
@@ -87,27 +95,17 @@ fn who(req: &Request) -> Caller {
     Caller { uid: req.uid(), gid: req.gid() }
 }
 
-/// Logs errnos that are not part of normal traffic.
-fn log_err(op: &str, e: Errno) -> Errno {
-    let c = e.code();
-    if c == libc::EMFILE || c == libc::ENFILE {
-        crate::warn_limited!("{op}: out of file descriptors; raise the daemon's open file limit (LimitNOFILE=)");
-    }
-    if ![libc::ENOENT, libc::EEXIST, libc::ENODATA, libc::ENOTEMPTY, libc::ERANGE, libc::ENOSPC].contains(&c) {
-        log::debug!("{op}: {}", std::io::Error::from_raw_os_error(c));
-    }
-    e
-}
-
+/// Replies `$e` to `$reply` after logging the failure of `$op` on
+/// `$target` (see [`errors::failed`]).
 macro_rules! reply_err {
-    ($reply:expr, $op:literal, $e:expr) => {
-        $reply.error(log_err($op, $e))
+    ($self:ident, $reply:expr, $op:ident, $target:expr, $e:expr) => {
+        $reply.error(errors::failed(&$self.core, Op::$op, $target, $e))
     };
 }
 
 impl Filesystem for BoundFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        self.core.stats.requests.count(Op::Init);
+        self.core.stats().requests.count(Op::Init);
         // READ and WRITE requests: fuser asks for its largest max_write (16 MiB)
         // and max_pages to match; the kernel caps both at
         // fs.fuse.max_pages_limit pages (256 = 1 MiB by default), so requests
@@ -144,28 +142,48 @@ impl Filesystem for BoundFs {
     }
 
     fn destroy(&mut self) {
-        self.core.stats.requests.count(Op::Destroy);
+        self.core.stats().requests.count(Op::Destroy);
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.core.stats.requests.count(Op::Lookup);
-        match self.core.lookup(parent, name) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.core.stats().requests.count(Op::Lookup);
+        // The daemon's own warming lookups (workers::warm) are no use of a block.
+        let warming = req.pid() as i32 == self.core.warm_tid.load(std::sync::atomic::Ordering::Relaxed);
+        match self.core.lookup_as(parent, name, !warming) {
+            Ok(a) if warming && a.kind == fuser::FileType::RegularFile && self.core.is_block_name(name) => {
+                self.warmed.lock().insert(a.ino.0);
+                reply.entry_with_ttls(&Duration::ZERO, &self.ttl, &a, Generation(0))
+            }
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(Errno::ENOENT) if !self.ttl.is_zero() => reply.entry(&self.ttl, &negative_entry(), Generation(0)),
-            Err(e) => reply_err!(reply, "lookup", e),
+            Err(e) => reply_err!(self, reply, Lookup, Target::Entry(parent, name), e),
         }
     }
 
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.core.stats.requests.count(Op::Forget);
-        self.core.inodes.forget(ino.0, nlookup);
+    fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
+        // fuser hands a BATCH_FORGET over node by node, each with the batch's
+        // header: count a message once (one request, as the kernel sent it).
+        thread_local! { static LAST_FORGET: std::cell::Cell<u64> = const { std::cell::Cell::new(0) } }
+        let unique = u64::from(req.unique());
+        if LAST_FORGET.with(|l| l.replace(unique)) != unique {
+            self.core.stats().requests.count(Op::Forget);
+        }
+        self.warmed.lock().remove(&ino.0);
+        self.core.forget(ino, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.core.stats.requests.count(Op::Getattr);
+        self.core.stats().requests.count(Op::Getattr);
+        let first_use = self.warmed.lock().remove(&ino.0);
+        if first_use {
+            // The first use of a warmed block (see `warmed`).
+            if let Ok(i) = self.core.inode(ino) {
+                self.core.touch(i.key);
+            }
+        }
         match self.core.getattr(ino, fh.map(|f| f.0)) {
             Ok(a) => reply.attr(&self.ttl, &a),
-            Err(e) => reply_err!(reply, "getattr", e),
+            Err(e) => reply_err!(self, reply, Getattr, Target::Ino(ino), e),
         }
     }
 
@@ -187,61 +205,62 @@ impl Filesystem for BoundFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.core.stats.requests.count(Op::Setattr);
+        self.core.stats().requests.count(Op::Setattr);
         // FATTR_KILL_SUIDGID is not passed on by fuser: a caller other than
         // root stands for "lacks CAP_FSETID".
-        let kill = self.killpriv && req.uid() != 0;
-        match self.core.setattr(ino, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, kill) {
+        let kill_suidgid = self.killpriv && req.uid() != 0;
+        let set = SetAttr { fh: fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, kill_suidgid };
+        match self.core.setattr(ino, &set) {
             Ok(a) => reply.attr(&self.ttl, &a),
-            Err(e) => reply_err!(reply, "setattr", e),
+            Err(e) => reply_err!(self, reply, Setattr, Target::Ino(ino), e),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.core.stats.requests.count(Op::Readlink);
+        self.core.stats().requests.count(Op::Readlink);
         match self.core.readlink(ino) {
             Ok(t) => reply.data(&t),
-            Err(e) => reply_err!(reply, "readlink", e),
+            Err(e) => reply_err!(self, reply, Readlink, Target::Ino(ino), e),
         }
     }
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
-        self.core.stats.requests.count(Op::Mknod);
+        self.core.stats().requests.count(Op::Mknod);
         match self.core.mknod(parent, name, self.creation_mode(parent, mode, umask), rdev, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(reply, "mknod", e),
+            Err(e) => reply_err!(self, reply, Mknod, Target::Entry(parent, name), e),
         }
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        self.core.stats.requests.count(Op::Mkdir);
+        self.core.stats().requests.count(Op::Mkdir);
         match self.core.mkdir(parent, name, self.creation_mode(parent, mode, umask), who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(reply, "mkdir", e),
+            Err(e) => reply_err!(self, reply, Mkdir, Target::Entry(parent, name), e),
         }
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Unlink);
+        self.core.stats().requests.count(Op::Unlink);
         match self.core.unlink(parent, name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "unlink", e),
+            Err(e) => reply_err!(self, reply, Unlink, Target::Entry(parent, name), e),
         }
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Rmdir);
+        self.core.stats().requests.count(Op::Rmdir);
         match self.core.rmdir(parent, name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "rmdir", e),
+            Err(e) => reply_err!(self, reply, Rmdir, Target::Entry(parent, name), e),
         }
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        self.core.stats.requests.count(Op::Symlink);
+        self.core.stats().requests.count(Op::Symlink);
         match self.core.symlink(parent, link_name, target, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(reply, "symlink", e),
+            Err(e) => reply_err!(self, reply, Symlink, Target::Entry(parent, link_name), e),
         }
     }
 
@@ -255,28 +274,28 @@ impl Filesystem for BoundFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.core.stats.requests.count(Op::Rename);
+        self.core.stats().requests.count(Op::Rename);
         match self.core.rename(parent, name, newparent, newname, flags.bits()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "rename", e),
+            Err(e) => reply_err!(self, reply, Rename, Target::Rename(parent, name, newparent, newname), e),
         }
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
-        self.core.stats.requests.count(Op::Link);
+        self.core.stats().requests.count(Op::Link);
         match self.core.link(ino, newparent, newname) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(reply, "link", e),
+            Err(e) => reply_err!(self, reply, Link, Target::Entry(newparent, newname), e),
         }
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.core.stats.requests.count(Op::Open);
+        self.core.stats().requests.count(Op::Open);
         let answer = self.core.open(ino, flags.0).and_then(|o| self.answer(o, |fd| reply.open_backing(fd)));
         match answer {
             Ok((fh, f, Some(id))) => reply.opened_passthrough(FileHandle(fh), f, &id),
             Ok((fh, f, None)) => reply.opened(FileHandle(fh), f),
-            Err(e) => reply_err!(reply, "open", e),
+            Err(e) => reply_err!(self, reply, Open, Target::Ino(ino), e),
         }
     }
 
@@ -291,10 +310,10 @@ impl Filesystem for BoundFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.core.stats.requests.count(Op::Read);
+        self.core.stats().requests.count(Op::Read);
         match self.core.read(fh.0, offset, size) {
             Ok(buf) => reply.data(&buf),
-            Err(e) => reply_err!(reply, "read", e),
+            Err(e) => reply_err!(self, reply, Read, Target::Fh(fh.0), e),
         }
     }
 
@@ -310,11 +329,11 @@ impl Filesystem for BoundFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.core.stats.requests.count(Op::Write);
+        self.core.stats().requests.count(Op::Write);
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         match self.core.write(fh.0, offset, data, kill) {
             Ok(n) => reply.written(n),
-            Err(e) => reply_err!(reply, "write", e),
+            Err(e) => reply_err!(self, reply, Write, Target::Fh(fh.0), e),
         }
     }
 
@@ -323,11 +342,11 @@ impl Filesystem for BoundFs {
     /// trip per close. Where BACKING commits at close (`flush`), the backing
     /// file is flushed first (see `Core::flush`).
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Flush);
+        self.core.stats().requests.count(Op::Flush);
         match self.core.flush(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) if e == Errno::ENOSYS => reply.error(e),
-            Err(e) => reply_err!(reply, "flush", e),
+            Err(e) => reply_err!(self, reply, Flush, Target::Fh(fh.0), e),
         }
     }
 
@@ -344,7 +363,7 @@ impl Filesystem for BoundFs {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
-        self.core.stats.requests.count(Op::Ioctl);
+        self.core.stats().requests.count(Op::Ioctl);
         reply.error(Errno::ENOTTY);
     }
 
@@ -358,55 +377,55 @@ impl Filesystem for BoundFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.core.stats.requests.count(Op::Release);
+        self.core.stats().requests.count(Op::Release);
         let backing = self.core.release(fh.0);
         reply.ok();
         drop(backing);
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Fsync);
+        self.core.stats().requests.count(Op::Fsync);
         match self.core.fsync(fh.0, datasync) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "fsync", e),
+            Err(e) => reply_err!(self, reply, Fsync, Target::Fh(fh.0), e),
         }
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.core.stats.requests.count(Op::Opendir);
+        self.core.stats().requests.count(Op::Opendir);
         match self.core.opendir(ino) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply_err!(reply, "opendir", e),
+            Err(e) => reply_err!(self, reply, Opendir, Target::Ino(ino), e),
         }
     }
 
     fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        self.core.stats.requests.count(Op::Readdir);
+        self.core.stats().requests.count(Op::Readdir);
         let r = self.core.readdir(fh.0, offset as i64, |ino, next, kind, name| {
             reply.add(INodeNo(ino), next as u64, kind, OsStr::from_bytes(name))
         });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "readdir", e),
+            Err(e) => reply_err!(self, reply, Readdir, Target::Dir(fh.0), e),
         }
     }
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Releasedir);
+        self.core.stats().requests.count(Op::Releasedir);
         self.core.releasedir(fh.0);
         reply.ok();
     }
 
     fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Fsyncdir);
+        self.core.stats().requests.count(Op::Fsyncdir);
         reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.core.stats.requests.count(Op::Statfs);
+        self.core.stats().requests.count(Op::Statfs);
         match self.core.statfs() {
             Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
-            Err(e) => reply_err!(reply, "statfs", e),
+            Err(e) => reply_err!(self, reply, Statfs, Target::Mount, e),
         }
     }
 
@@ -420,44 +439,44 @@ impl Filesystem for BoundFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        self.core.stats.requests.count(Op::Setxattr);
+        self.core.stats().requests.count(Op::Setxattr);
         match self.core.setxattr(ino, name, value, flags, req.uid()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "setxattr", e),
+            Err(e) => reply_err!(self, reply, Setxattr, Target::Ino(ino), e),
         }
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.core.stats.requests.count(Op::Getxattr);
+        self.core.stats().requests.count(Op::Getxattr);
         match self.core.getxattr(ino, name, size) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
-            Err(e) => reply_err!(reply, "getxattr", e),
+            Err(e) => reply_err!(self, reply, Getxattr, Target::Ino(ino), e),
         }
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.core.stats.requests.count(Op::Listxattr);
+        self.core.stats().requests.count(Op::Listxattr);
         match self.core.listxattr(ino, size) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
-            Err(e) => reply_err!(reply, "listxattr", e),
+            Err(e) => reply_err!(self, reply, Listxattr, Target::Ino(ino), e),
         }
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Removexattr);
+        self.core.stats().requests.count(Op::Removexattr);
         match self.core.removexattr(ino, name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "removexattr", e),
+            Err(e) => reply_err!(self, reply, Removexattr, Target::Ino(ino), e),
         }
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.core.stats.requests.count(Op::Access);
+        self.core.stats().requests.count(Op::Access);
         match self.core.access(ino, mask.bits(), req.uid(), req.gid()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "access", e),
+            Err(e) => reply_err!(self, reply, Access, Target::Ino(ino), e),
         }
     }
 
@@ -471,7 +490,7 @@ impl Filesystem for BoundFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        self.core.stats.requests.count(Op::Create);
+        self.core.stats().requests.count(Op::Create);
         let answer = self
             .core
             .create(parent, name, self.creation_mode(parent, mode, umask), flags, who(req))
@@ -480,7 +499,7 @@ impl Filesystem for BoundFs {
         match answer {
             Ok((a, (fh, f, Some(id)))) => reply.created_passthrough(ttl, &a, g, FileHandle(fh), f, &id),
             Ok((a, (fh, f, None))) => reply.created(ttl, &a, g, FileHandle(fh), f),
-            Err(e) => reply_err!(reply, "create", e),
+            Err(e) => reply_err!(self, reply, Create, Target::Entry(parent, name), e),
         }
     }
 
@@ -494,18 +513,18 @@ impl Filesystem for BoundFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.core.stats.requests.count(Op::Fallocate);
+        self.core.stats().requests.count(Op::Fallocate);
         match self.core.fallocate(fh.0, offset, length, mode) {
             Ok(()) => reply.ok(),
-            Err(e) => reply_err!(reply, "fallocate", e),
+            Err(e) => reply_err!(self, reply, Fallocate, Target::Fh(fh.0), e),
         }
     }
 
     fn lseek(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
-        self.core.stats.requests.count(Op::Lseek);
+        self.core.stats().requests.count(Op::Lseek);
         match self.core.lseek(fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
-            Err(e) => reply_err!(reply, "lseek", e),
+            Err(e) => reply_err!(self, reply, Lseek, Target::Fh(fh.0), e),
         }
     }
 }

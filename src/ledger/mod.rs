@@ -562,6 +562,9 @@ mod reconcile_support;
 #[path = "ledger_shared.rs"]
 mod shared_support;
 
+#[path = "ledger_recent.rs"]
+mod recent_support;
+
 #[cfg(test)]
 #[path = "ledger_tests.rs"]
 mod tests;

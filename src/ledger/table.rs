@@ -202,6 +202,17 @@ impl Table {
         out
     }
 
+    /// At most `n` keys of the LRU, most recently used first (O(n)).
+    pub fn lru_hottest(&self, n: usize) -> Vec<FileKey> {
+        let mut out = Vec::with_capacity(n.min(self.linked));
+        let mut i = self.hot;
+        while i != NIL && out.len() < n {
+            out.push(self.slots[i as usize].key);
+            i = self.slots[i as usize].prev;
+        }
+        out
+    }
+
     /// Takes the least recently used key out of the LRU.
     pub fn lru_pop_cold(&mut self) -> Option<FileKey> {
         if self.cold == NIL {

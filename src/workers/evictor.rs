@@ -96,7 +96,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             continue;
         }
         let t0 = Instant::now();
-        let st = &core.stats;
+        let st = core.stats();
         let counters = [&st.evictions, &st.evicted_bytes, &st.evict_skipped, &st.evict_skipped_open];
         let before = counters.map(Stats::get);
         // Non-block usage alone above the high watermark: the low one can't

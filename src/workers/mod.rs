@@ -1,9 +1,11 @@
 //! Background workers above the fs core: eviction sweeps, the start-up index,
-//! the periodic reconcile pass, the watch on BACKING and the recency stamp
-//! writer.
+//! the periodic reconcile pass, the watch on BACKING, the recency stamp
+//! writer, and the one tree walk the index and reconcile share.
 
 pub mod evictor;
 pub mod reconcile;
 pub mod scan;
 pub mod stamp;
+pub mod walk;
+pub mod warm;
 pub mod watch;

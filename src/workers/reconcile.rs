@@ -6,9 +6,10 @@
 //! One pass (every `reconcile_interval`, default 60 s; 0 disables):
 //! 1. snapshot the keys of live, unopened entries (only these may be dropped:
 //!    an entry created during the walk is never a candidate);
-//! 2. walk BACKING through directory fds (`fstatat(AT_SYMLINK_NOFOLLOW)`,
-//!    subdirectories opened with `openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)`):
-//!    a symlink is indexed as a symlink and never followed;
+//! 2. walk BACKING with the start-up index's walk ([`super::walk`]:
+//!    subdirectories opened with `openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)`),
+//!    each name `fstatat(AT_SYMLINK_NOFOLLOW)`: a symlink is indexed as a
+//!    symlink and never followed;
 //! 3. drop: a snapshot key the walk did not see is verified under its
 //!    directory's stripe (the lock create, rename and eviction take): if its
 //!    name no longer holds it, it leaves usage (never with an open handle).
@@ -37,7 +38,7 @@
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -243,7 +244,7 @@ impl Reconciler {
         let Some(rel) = path else {
             // No name to check: gone if the kernel's fd says so, or if two
             // passes in a row did not see it.
-            let gone = match core.inodes.ino_of(&key).and_then(|ino| core.inodes.get(ino)) {
+            let gone = match core.inode_of_key(&key) {
                 Some(i) => sys::fstat(i.fd()).is_ok_and(|st| st.st_nlink == 0),
                 None => self.missed.contains(&key),
             };
@@ -265,7 +266,7 @@ impl Reconciler {
             Err(_) => return None,
         };
         let dkey = key_of(&sys::fstat(dir.as_fd()).ok()?);
-        let _g = core.dirlocks.lock(&[dkey]);
+        let _g = core.lock_dirs(&[dkey]);
         let dropped = match sys::fstatat(dir.as_fd(), &c) {
             Ok(st) if key_of(&st) == key => None,
             Ok(_) => drop_unused_at(core, key, Some(&rel)),
@@ -279,45 +280,24 @@ impl Reconciler {
         dropped
     }
 
-    /// Walks BACKING, classifying every object against the ledger, one
-    /// directory batch per ledger lock.
+    /// Walks BACKING ([`super::walk`]), classifying every object against
+    /// the ledger, one chunk of a directory per ledger lock.
     fn walk(&self, core: &Core, cutoff: Option<i128>) -> Walk {
         let mut w = Walk::default();
         let root = core.root();
         if let Ok(st) = sys::fstat(root.fd()) {
             self.classify(core, &mut w, cutoff, vec![(st, PathBuf::new())]);
         }
-        let mut stack = vec![PathBuf::new()];
-        while let Some(rel) = stack.pop() {
-            let Ok(dir) = sys::open_beneath(root.fd(), &rel, libc::O_RDONLY | libc::O_DIRECTORY) else {
-                w.unreadable += 1;
-                continue;
-            };
-            loop {
-                let batch = match sys::getdents(dir.as_raw_fd()) {
-                    Ok(b) if b.is_empty() => break,
-                    Ok(b) => b,
-                    Err(_) => {
-                        w.unreadable += 1;
-                        break;
-                    }
-                };
-                let mut objs = Vec::with_capacity(batch.len());
-                for e in batch {
-                    if e.name == b"." || e.name == b".." {
-                        continue;
-                    }
-                    let Ok(c) = CString::new(e.name.clone()) else { continue };
-                    let Ok(st) = sys::fstatat(dir.as_fd(), &c) else { continue };
-                    let path = rel.join(OsStr::from_bytes(&e.name));
-                    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-                        stack.push(path.clone());
-                    }
-                    objs.push((st, path));
-                }
-                self.classify(core, &mut w, cutoff, objs);
+        w.unreadable = super::walk::walk(root.fd(), |chunk| {
+            let mut objs = Vec::with_capacity(chunk.names.len());
+            for n in chunk.names {
+                let Ok(c) = CString::new(n.as_slice()) else { continue };
+                let Ok(st) = sys::fstatat(chunk.dir, &c) else { continue };
+                objs.push((st, chunk.rel.join(OsStr::from_bytes(n))));
             }
-        }
+            self.classify(core, &mut w, cutoff, objs);
+            true
+        });
         w
     }
 
@@ -375,7 +355,7 @@ fn verify(core: &Core, key: FileKey, rel: &Path) -> Option<(u64, FileKey)> {
         return stat_beneath(core, key, rel).map(|n| (n, key));
     }
     let p = core.parent_of(rel)?;
-    let _g = core.dirlocks.lock(&[p.key]);
+    let _g = core.lock_dirs(&[p.key]);
     let st = sys::fstatat(p.dir.as_fd(), &p.c).ok()?;
     (key_of(&st) == key).then(|| (sys::allocated(&st), p.key))
 }
@@ -383,8 +363,8 @@ fn verify(core: &Core, key: FileKey, rel: &Path) -> Option<(u64, FileKey)> {
 /// Asks the kernel to drop its cached entry for `rel`'s name, if it holds
 /// the directory `dkey`.
 fn invalidate(core: &Core, dkey: FileKey, rel: &Path) {
-    if let (Some(pino), Some(name)) = (core.inodes.ino_of(&dkey), rel.file_name()) {
-        core.inval.push(pino, name.to_os_string());
+    if let Some(name) = rel.file_name() {
+        core.invalidate_entry(&dkey, name);
     }
 }
 
@@ -392,7 +372,8 @@ fn invalidate(core: &Core, dkey: FileKey, rel: &Path) {
 /// module docs). Returns the bytes freed, or None when it was kept (renamed,
 /// replaced, touched, opened, or could not be removed).
 fn remove_stale(core: &Core, key: FileKey, rel: &Path, cutoff: i128) -> Option<u64> {
-    let check = |st: &libc::stat| {
+    let check = |st: Result<&libc::stat, Errno>| {
+        let st = st.map_err(|_| Kept::Missing)?;
         let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
         if key_of(st) != key || !regular || st.st_nlink != 1 || mtime_ns(st) >= cutoff {
             return Err(Kept::Replaced);
@@ -425,9 +406,9 @@ pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
         gap = REQUEST_MIN_GAP;
         let t0 = Instant::now();
         let r = rec.pass(&core);
-        Stats::add(&core.stats.reconciles, 1);
-        Stats::add(&core.stats.reconcile_fixes, r.adopted + r.dropped + r.resized + r.restored);
-        Stats::add(&core.stats.stale_tmp_removed, r.stale_removed);
+        Stats::add(&core.stats().reconciles, 1);
+        Stats::add(&core.stats().reconcile_fixes, r.adopted + r.dropped + r.resized + r.restored);
+        Stats::add(&core.stats().stale_tmp_removed, r.stale_removed);
         // One guard, dropped before the message: the ledger lock is not reentrant.
         let (usage, max_size) = {
             let l = core.accounts().lock();

@@ -8,10 +8,11 @@
 //! request's own ledger update stands) or after (and the request finds the
 //! entry). Usage counts each chunk at once; the LRU order is set at the end.
 //! [`scan`] is the same walk into a bare ledger (tests, tools).
-//! The walk goes through directory fds and never follows a symlink.
+//! The walk is [`super::walk`], the one reconcile uses; it never follows a
+//! symlink.
 
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -24,8 +25,7 @@ use crate::ledger::{Kind, Ledger};
 use crate::status::ScanReport;
 use crate::sys;
 
-/// Names stat'ed per stripe-lock hold.
-const CHUNK: usize = 512;
+use super::walk::walk;
 
 /// One object found: identity, allocated bytes, mtime, block-ness, and (for
 /// block files) the path relative to BACKING.
@@ -52,60 +52,6 @@ fn stat_chunk(dir: BorrowedFd<'_>, rel: &Path, names: &[Vec<u8>], matcher: &Glob
         out.push(Found { key, size, mtime, block, kind, path });
     }
     out
-}
-
-/// Walks the tree under `root` depth-first, calling `visit(dir fd, dir key,
-/// relative path, names)` with up to [`CHUNK`] names at a time, until it
-/// returns false. Directories are descended through `O_PATH|O_NOFOLLOW` fds.
-fn walk(
-    root: &OwnedFd,
-    report: &mut ScanReport,
-    mut visit: impl FnMut(BorrowedFd<'_>, FileKey, &Path, &[Vec<u8>]) -> bool,
-) {
-    let mut stack: Vec<(OwnedFd, PathBuf)> = match sys::reopen(root.as_fd(), libc::O_PATH) {
-        Ok(fd) => vec![(fd, PathBuf::new())],
-        Err(_) => return,
-    };
-    while let Some((dir, rel)) = stack.pop() {
-        let (Ok(rd), Ok(st)) = (sys::reopen(dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY), sys::fstat(dir.as_fd()))
-        else {
-            report.unreadable += 1;
-            continue;
-        };
-        let dkey = key_of(&st);
-        loop {
-            let Ok(batch) = sys::getdents(rd.as_raw_fd()) else {
-                report.unreadable += 1;
-                break;
-            };
-            if batch.is_empty() {
-                break;
-            }
-            let mut names = Vec::with_capacity(batch.len());
-            for e in batch {
-                if e.name == b"." || e.name == b".." {
-                    continue;
-                }
-                if e.kind == libc::DT_DIR || e.kind == libc::DT_UNKNOWN {
-                    if let Ok(c) = CString::new(e.name.as_slice()) {
-                        // O_PATH|O_NOFOLLOW on a non-directory just fails the
-                        // reopen as a directory later; symlinks are never followed.
-                        if let Ok(fd) = sys::open_path(dir.as_fd(), &c) {
-                            if sys::fstat(fd.as_fd()).is_ok_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR) {
-                                stack.push((fd, rel.join(OsStr::from_bytes(&e.name))));
-                            }
-                        }
-                    }
-                }
-                names.push(e.name);
-            }
-            for chunk in names.chunks(CHUNK) {
-                if !visit(dir.as_fd(), dkey, &rel, chunk) {
-                    return;
-                }
-            }
-        }
-    }
 }
 
 /// Records `found` in `ledger`, counting what was new into `report` and the
@@ -157,13 +103,12 @@ pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanRepor
         };
         record(ledger, vec![root_found], i64::MAX, &mut report, &mut order);
     }
-    let mut r = ScanReport::default();
-    walk(root, &mut r, |dir, _, rel, names| {
-        record(ledger, stat_chunk(dir, rel, names, matcher), i64::MAX, &mut report, &mut order);
+    let unreadable = walk(root.as_fd(), |c| {
+        record(ledger, stat_chunk(c.dir, c.rel, c.names, matcher), i64::MAX, &mut report, &mut order);
         true
     });
     ledger.order_indexed(&newest_first(order));
-    report.unreadable = r.unreadable;
+    report.unreadable = unreadable;
     report.seconds = t0.elapsed().as_secs_f64();
     report
 }
@@ -175,13 +120,12 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
     let t0 = Instant::now();
     let mut report = ScanReport::default();
     let mut order = Vec::new();
-    let mut r = ScanReport::default();
     // A block stamped less than one stamp interval ago needs no stamp yet.
     let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let stamped_after = unix_now.saturating_sub(core.stamp_interval_secs()) as i64;
-    walk(root, &mut r, |dir, dkey, rel, names| {
-        let _stripe = core.dirlocks.lock(&[dkey]);
-        let found = stat_chunk(dir, rel, names, &core.matcher);
+    let unreadable = walk(root.as_fd(), |c| {
+        let _stripe = core.lock_dirs(&[c.key]);
+        let found = stat_chunk(c.dir, c.rel, c.names, &core.matcher);
         record(&mut core.accounts().lock(), found, stamped_after, &mut report, &mut order);
         !stop()
     });
@@ -189,7 +133,7 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
     for chunk in keys.chunks(4096) {
         core.accounts().lock().order_indexed(chunk);
     }
-    report.unreadable = r.unreadable;
+    report.unreadable = unreadable;
     report.seconds = t0.elapsed().as_secs_f64();
     core.index_done(report.clone());
     report

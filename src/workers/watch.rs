@@ -8,16 +8,17 @@
 //! [`QUIET`], or after [`MAX_BATCH`]): a removed or moved-out name with a
 //! counted block file at or beneath it (the ledger's paths) means usage is
 //! wrong now: `Waker::request_now`. The daemon's own removals (eviction,
-//! emptied directories, unlinks through the mount) leave no counted block
-//! behind, so they cost one ledger scan per batch and no pass. A queue
-//! overflow asks for a pass too.
+//! emptied directories, unlinks through the mount) are noted by the core
+//! (`crate::fs::own_removals`) and matched off event by event: a reaped hash
+//! directory recreated by the next store has a counted block beneath it
+//! again, and is no news. A queue overflow asks for a pass too.
 //!
 //! Deeper deletions (inside a subdirectory, with BACKING's top entries left
 //! in place) are not watched (one watch per directory would cost kernel
 //! memory per hash directory): eviction meets them and drops them at once
 //! (`Core::evict_victim`), and the periodic pass finds the rest.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -54,7 +55,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         log::warn!("cannot watch BACKING with inotify ({}): raise fs.inotify.max_user_watches", errno());
         return;
     }
-    let mut names = HashSet::new();
+    let mut names = HashMap::new();
     let mut overflow = false;
     let mut batch_start: Option<Instant> = None;
     let mut buf = vec![0u8; 64 << 10];
@@ -75,9 +76,13 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         if batch_start.take().is_none() {
             continue;
         }
-        let stale = overflow || core.accounts().lock().counts_blocks_under(&names);
+        // The daemon's own removals (reaped hash directories, evicted or
+        // unlinked top entries) are no news: only names removed more often
+        // than it removed them itself are (fs/own_removals.rs).
+        let foreign: HashSet<OsString> = core.own_removals.foreign(std::mem::take(&mut names)).into_iter().collect();
+        let stale = overflow || core.accounts().lock().counts_blocks_under(&foreign);
         if stale {
-            log::debug!("watch: {} top entries of BACKING removed behind the daemon: reconcile now", names.len());
+            log::debug!("watch: {} top entries of BACKING removed behind the daemon: reconcile now", foreign.len());
             core.reconcile.request_now();
         }
         names.clear();
@@ -85,9 +90,9 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
     }
 }
 
-/// Collects the names of `GONE` events in `buf` (whole `inotify_event`
-/// records) into `names`; returns whether the queue overflowed.
-fn parse(buf: &[u8], names: &mut HashSet<OsString>) -> bool {
+/// Counts the `GONE` events in `buf` (whole `inotify_event` records) per
+/// name into `names`; returns whether the queue overflowed.
+fn parse(buf: &[u8], names: &mut HashMap<OsString, u32>) -> bool {
     let head = std::mem::size_of::<libc::inotify_event>();
     let mut overflow = false;
     let mut off = 0;
@@ -100,7 +105,7 @@ fn parse(buf: &[u8], names: &mut HashSet<OsString>) -> bool {
         if ev.mask & libc::IN_Q_OVERFLOW != 0 {
             overflow = true;
         } else if ev.mask & GONE != 0 && !name.is_empty() {
-            names.insert(std::ffi::OsStr::from_bytes(name).to_os_string());
+            *names.entry(std::ffi::OsStr::from_bytes(name).to_os_string()).or_insert(0) += 1;
         }
         off = end;
     }

@@ -67,6 +67,10 @@ bfs_require_env() {
 # ---------------------------------------------------------------- temp tree
 bfs_setup() {
     BFS_TMP=$(mktemp -d "${TMPDIR:-/tmp}/boundfs-$BFS_NAME.XXXXXX") || fail "mktemp"
+    # tests/run sweeps this tree's mounts if the scenario is killed before
+    # its EXIT trap can run (a client blocked on a hung mount delays the
+    # trap past the runner's timeout, which then kills the shell)
+    if [ -n "${BFS_TMP_NOTE:-}" ]; then printf '%s\n' "$BFS_TMP" >>"$BFS_TMP_NOTE"; fi
     BACKING="$BFS_TMP/backing"
     MNT="$BFS_TMP/mnt"
     mkdir -p "$BACKING" "$MNT"
