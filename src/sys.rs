@@ -121,25 +121,31 @@ pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<libc::stat> {
     Ok(unsafe { st.assume_init() })
 }
 
-/// The link count of the object behind `fd`, asked of the filesystem itself:
-/// `statx(fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_NLINK)`, which
+/// `statx(fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, mask)`: the fields in
+/// `mask` of the object behind `fd`, asked of the filesystem itself, which
 /// makes a FUSE or network filesystem client refresh its cached attributes
 /// (statx(2); a distributed filesystem's client caches them for up to its
-/// attribute timeout, JuiceFS 1 s, and another node's unlink is not seen
+/// attribute timeout, JuiceFS 1 s, and another node's change is not seen
 /// until then). Errors: the errno of statx.
-pub fn nlink_synced(fd: BorrowedFd<'_>) -> SysResult<u32> {
+fn statx_synced(fd: BorrowedFd<'_>, mask: u32) -> SysResult<libc::statx> {
     let mut stx = MaybeUninit::<libc::statx>::uninit();
-    let empty = c"";
     check(unsafe {
         libc::statx(
             fd.as_raw_fd(),
-            empty.as_ptr(),
+            c"".as_ptr(),
             libc::AT_EMPTY_PATH | libc::AT_STATX_FORCE_SYNC,
-            libc::STATX_NLINK,
+            mask,
             stx.as_mut_ptr(),
         )
     })?;
-    Ok(unsafe { stx.assume_init() }.stx_nlink)
+    Ok(unsafe { stx.assume_init() })
+}
+
+/// The link count of the object behind `fd`, asked of the filesystem itself
+/// (see [`statx_synced`]: another node's unlink is seen at once). Errors: the
+/// errno of statx.
+pub fn nlink_synced(fd: BorrowedFd<'_>) -> SysResult<u32> {
+    Ok(statx_synced(fd, libc::STATX_NLINK)?.stx_nlink)
 }
 
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`.
@@ -444,17 +450,6 @@ pub fn open_handle(mount_fd: BorrowedFd<'_>, handle: &[u8]) -> SysResult<OwnedFd
 /// the filesystem itself (`statx` with `AT_STATX_FORCE_SYNC`), not a network
 /// or FUSE client's attribute cache (JuiceFS keeps one for 1 s).
 pub fn size_synced(fd: BorrowedFd<'_>) -> SysResult<(u64, u64)> {
-    let mut stx = MaybeUninit::<libc::statx>::uninit();
-    let empty = c"";
-    check(unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            empty.as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_STATX_FORCE_SYNC,
-            libc::STATX_SIZE | libc::STATX_MTIME,
-            stx.as_mut_ptr(),
-        )
-    })?;
-    let stx = unsafe { stx.assume_init() };
+    let stx = statx_synced(fd, libc::STATX_SIZE | libc::STATX_MTIME)?;
     Ok((stx.stx_size, u64::try_from(stx.stx_mtime.tv_sec).unwrap_or(0)))
 }
