@@ -229,6 +229,7 @@ impl Reconciler {
             // stamp from elsewhere): only a full pass has read every mtime.
             if full {
                 core.recency_seen_ns.store(walk_start, std::sync::atomic::Ordering::Relaxed);
+                core.reranked.lock().clear();
             }
         } else if !placed.is_empty() {
             core.accounts().lock().place_by_mtime(&placed, seen);
