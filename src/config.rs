@@ -329,7 +329,8 @@ pub fn parse_duration(key: &str, v: &str) -> Result<Duration, ConfigError> {
     if let Ok(secs) = t.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    humantime::parse_duration(t).or_else(|e| err(format!("{key}: '{v}' is not a duration ({e}); e.g. 60s, 5m, 1h")))
+    humantime::parse_duration(t)
+        .or_else(|_| err(format!("{key}: '{v}' is not a duration; give a number with a unit, e.g. 60s, 5m, 1h")))
 }
 
 /// Parses a duration (as [`parse_duration`]) of at least `min`. Errors:
@@ -432,7 +433,10 @@ fn dir(p: &Path, what: &str) -> Result<PathBuf, ConfigError> {
     // (ENOTCONN) shows up only here.
     let md = std::fs::metadata(&c).or_else(|e| err(format!("{what} {}: {}", p.display(), lower(&e, p))))?;
     if !md.is_dir() {
-        return err(format!("{what} {}: not a directory", p.display()));
+        return err(format!(
+            "{what} {}: not a directory; give a directory (usage: boundfs BACKING MOUNTPOINT)",
+            p.display()
+        ));
     }
     Ok(c)
 }
