@@ -137,16 +137,8 @@ impl Core {
             }
             Err(Kept::Reranked) => {
                 // One LRU across nodes: another node used it since this
-                // node last read the tree's mtimes. Most recent, not evicted;
-                // not marked as stamped by this node (only a stamp since
-                // this mtime re-ranks it again: `reranked`).
-                let mut l = self.accounts.lock();
-                let unstamped = l.stamped_at(key).is_none();
-                l.touch(key, self.now(), u32::MAX);
-                if unstamped {
-                    l.mark_unstamped(key);
-                }
-                drop(l);
+                // node last read the tree's mtimes. Most recent, not evicted.
+                self.accounts.lock().touch(key, self.now(), u32::MAX);
                 Stats::add(&self.stats.evict_reranked, 1);
                 skip("used on another node since the last reconcile")
             }
@@ -261,8 +253,7 @@ impl Core {
 
     /// Shared mode: whether a victim's `st` shows an mtime stamped after the
     /// last walk that re-read the tree's mtimes began
-    /// ([`Core::recency_seen_ns`]) and after the mtime it was last re-ranked
-    /// at ([`Core::reranked`]) that this node did not write itself (its
+    /// ([`Core::recency_seen_ns`]) that this node did not write itself (its
     /// own create or stamp since then explains it): then another node used
     /// it (recency stamps are the only writes to a stored block's mtime) and
     /// this node's LRU does not know that use yet. Always false without `-o shared`.
@@ -272,25 +263,10 @@ impl Core {
         if !self.shared || mtime <= seen {
             return false;
         }
-        // Re-ranked already at this mtime: no stamp since. Re-ranked at an
-        // older one: only uses since then count.
-        let prev = self.reranked.lock().get(&key).copied();
-        if prev.is_some_and(|m| mtime <= m) {
-            return false;
-        }
-        // This node's own create or stamp explains the mtime when it was
-        // written at most OWN_STAMP_SLACK_NS before that use's time (the
-        // ledger's clock counts whole seconds; the stamp writer writes
-        // "now" a little later). Compared with the mtime, not with
-        // `recency_seen_ns`: that one moves only on full passes.
-        let (now_ns, now_s) = (super::unix_ns(), self.now());
-        let own = self.accounts.lock().stamped_at(key).is_some_and(|t| {
-            let used_ns = now_ns.saturating_sub(i64::from(now_s.saturating_sub(t)).saturating_mul(1_000_000_000));
-            mtime <= used_ns.saturating_add(OWN_STAMP_SLACK_NS)
-        });
-        if !own {
-            self.reranked.lock().insert(key, mtime);
-        }
+        // The walk's start on the ledger's clock (seconds since the mount), rounded down.
+        let ago = (super::unix_ns().saturating_sub(seen) / 1_000_000_000).max(0) as u64 + 1;
+        let seen_at = u64::from(self.now()).saturating_sub(ago);
+        let own = self.accounts.lock().stamped_at(key).is_some_and(|t| u64::from(t) >= seen_at);
         !own
     }
 
@@ -468,8 +444,3 @@ pub(crate) struct Parent<'a> {
 #[cfg(test)]
 #[path = "evict_tests.rs"]
 mod tests;
-
-/// Shared mode: how much later than this node's own use (ns) its own recency
-/// stamp may have written the file's mtime (the ledger's whole-second clock
-/// plus the stamp writer's delay); a newer mtime is another node's stamp.
-const OWN_STAMP_SLACK_NS: i64 = 3_000_000_000;

@@ -8,8 +8,7 @@
 //!    bookkeeping only: never held across a syscall);
 //! 3. leaf locks, never held while taking another: the inode table, the
 //!    handle tables, the invalidation queue, the stamp queue, the evictor's wake
-//!    flag, the empty-directory list, the own-removal notes, the re-ranked
-//!    victims.
+//!    flag, the empty-directory list, the own-removal notes.
 
 pub mod accounts;
 pub mod dirlock;
@@ -124,13 +123,9 @@ pub struct Core {
     pub sweeping: AtomicBool,
     /// Shared mode: wall-clock time (ns since the epoch) the last walk of
     /// BACKING that re-read every block's mtime started (the start-up index,
-    /// then each full reconcile pass). A victim whose mtime is newer was
-    /// stamped since, by another node's use, and is re-ranked instead of evicted.
+    /// then each reconcile pass). A victim whose mtime is newer was stamped
+    /// since, by another node's use, and is re-ranked instead of evicted.
     pub recency_seen_ns: AtomicI64,
-    /// Shared mode: victims re-ranked since `recency_seen_ns` moved, with
-    /// the mtime (ns) they had then: only a newer mtime re-ranks one again
-    /// (a stamp since). Emptied by each full reconcile pass (leaf lock).
-    pub reranked: Mutex<HashMap<FileKey, i64>>,
     /// Shared mode: the removals this node publishes and reads from the
     /// other nodes (see [`journal`]).
     journal: journal::Journal,
@@ -185,7 +180,6 @@ impl Core {
             flush_backing: false,
             sweeping: AtomicBool::new(false),
             recency_seen_ns: AtomicI64::new(unix_ns()),
-            reranked: Mutex::new(HashMap::new()),
             journal: Default::default(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
