@@ -40,3 +40,23 @@ pub fn store(c: &Core, name: &str, bytes: &[u8]) {
     assert_eq!(c.write(fh, 0, bytes, false).unwrap() as usize, bytes.len());
     c.release(fh);
 }
+
+thread_local! {
+    static AT_CRASH_POINT: std::cell::RefCell<Option<Box<dyn FnMut()>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` at each crash point the core passes on this thread (the points
+/// where a daemon killed there would leave BACKING as it is), until reset
+/// with `None`.
+pub fn at_crash_points(f: Option<Box<dyn FnMut()>>) {
+    AT_CRASH_POINT.with(|c| *c.borrow_mut() = f);
+}
+
+/// Called by the core at a crash point (see [`at_crash_points`]).
+pub fn crash_point() {
+    AT_CRASH_POINT.with(|c| {
+        if let Some(f) = c.borrow_mut().as_mut() {
+            f()
+        }
+    });
+}

@@ -173,8 +173,8 @@ impl Core {
     /// `begin_removal` (refused for an open file; an open after it answers
     /// ENOENT); for a block in shared mode, the opened file must still be the
     /// chosen one and take `LOCK_EX | LOCK_NB` (see `fs::shared`); truncate a
-    /// file to 0 (the kernel may still hold an fd-backed inode), `unlinkat`
-    /// (`AT_REMOVEDIR` for a directory), ledger `finish_evict` or
+    /// `unlinkat` (`AT_REMOVEDIR` for a directory), truncate a file to 0
+    /// through the fd (the kernel may still hold an fd-backed inode), ledger `finish_evict` or
     /// `abort_evict`; releases the stripe and queues the kernel invalidation
     /// of the name (also when `check` found the name [`Kept::Vanished`]).
     /// Errors: [`Kept`], why nothing was removed.
@@ -227,15 +227,23 @@ impl Core {
                 }
             }
         }
-        if let Some(Ok(fd)) = &victim {
-            let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(fd), 0);
-        }
         if rel.parent().is_some_and(|p| p.as_os_str().is_empty()) {
             // A top entry: the watch on BACKING must not take it for a removal behind the daemon.
             self.own_removals.note(name);
         }
+        // Unlink first, then truncate through the fd still held: the kernel
+        // may still hold an fd-backed inode, and the truncate frees its bytes
+        // now. In this order a daemon killed between the two leaves no empty
+        // file under a block's name (the inode goes with the daemon's fds).
         let freed = match sys::unlinkat(dir.as_fd(), &c, flags) {
-            Ok(()) => self.accounts.lock().finish_evict(key),
+            Ok(()) => {
+                crash_point();
+                if let Some(Ok(fd)) = &victim {
+                    let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(fd), 0);
+                    crash_point();
+                }
+                self.accounts.lock().finish_evict(key)
+            }
             Err(e) if e == Errno::ENOENT && what != Removal::Dir => {
                 return Err(Kept::AlreadyGone(self.accounts.lock().finish_evict(key)));
             }
@@ -444,3 +452,11 @@ pub(crate) struct Parent<'a> {
 #[cfg(test)]
 #[path = "evict_tests.rs"]
 mod tests;
+
+/// A point where a daemon killed mid-removal leaves BACKING as it is now
+/// (after each destructive syscall); tests look at BACKING there
+/// (`testing::at_crash_points`). Nothing outside tests.
+fn crash_point() {
+    #[cfg(test)]
+    crate::testing::crash_point();
+}

@@ -131,6 +131,31 @@ fn shared_open_of_a_file_another_node_evicted_is_enoent() {
 }
 
 #[test]
+fn a_daemon_killed_mid_eviction_leaves_the_block_whole_or_gone() {
+    // Found by 71-kill-daemon in CI: killed between truncate and unlink, the
+    // daemon left an empty file under a block's final name (a short load
+    // for an engine, and a fresh mtime that ranked it most recent).
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    store(&c, "k.bin", &[7u8; 8192]);
+    let path = d.path().join("k.bin");
+    let seen = std::rc::Rc::new(std::cell::Cell::new(0));
+    let s2 = seen.clone();
+    crate::testing::at_crash_points(Some(Box::new(move || {
+        s2.set(s2.get() + 1);
+        match std::fs::read(&path) {
+            Ok(b) => assert_eq!(b, [7u8; 8192], "a crash here leaves a partial block under its name"),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+        }
+    })));
+    let (key, victim) = c.accounts().lock().take_victim().unwrap();
+    assert!(c.evict_victim(key, &victim).is_some());
+    crate::testing::at_crash_points(None);
+    assert!(seen.get() >= 2, "the removal passes its crash points");
+    assert!(!d.path().join("k.bin").exists());
+}
+
+#[test]
 fn remove_verified_keeps_what_the_check_or_the_ledger_refuses() {
     use super::Kept;
     use crate::key::key_of;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The daemon SIGKILLed during stores: clients get ENOTCONN at once (the writer
 # exits, a stat answers ENOTCONN, all bounded: no hang).  After `umount -l`
-# and a remount: no partially written block under its final name (stores are
-# tmp + rename), the index is rebuilt from BACKING (usage == du), and the LRU
-# order of before the crash is kept (recency persisted as mtime).
+# and a remount: no partially written or half-evicted block under its final
+# name (stores are tmp + rename; eviction unlinks before it truncates), the
+# index is rebuilt from BACKING (usage == du), and the LRU order of before
+# the crash is kept (recency persisted as mtime).
 . "$(dirname "$0")/lib.sh"
 
 OPTS=max_size=32M,stamp_interval=1s
@@ -54,6 +55,9 @@ chk=$(kv_load "$BACKING/kv" 20000 crash) || fail "loader crashed"
 log "after the crash: $n blocks, $tmps temporaries left in BACKING; direct check: $chk"
 assert_eq "$n" "$(json_get "$chk" loaded)" "blocks in BACKING that are whole and correct"
 assert_eq 0 "$(json_get "$chk" corrupt)" "partially written or corrupt blocks under their final name"
+# nor one the daemon was evicting when it died (old blocks included)
+short=$(find "$BACKING" -name '*.bin' ! -size 2048k)
+[ -z "$short" ] || fail "a block file under its final name is not whole after the crash: $short"
 
 bfs_mount "$OPTS"
 wait_indexed
