@@ -185,7 +185,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         let (c, s) = (core.clone(), stop.clone());
         workers.push(thread::Builder::new().name("stamper".into()).spawn(move || {
             // The kernel caches attributes for attr_timeout: show it the new mtimes.
-            let stamped = |keys: &[_]| c.stamped(keys);
+            let stamped = |keys: &[_], ns| c.stamped(keys, ns);
             stamp::run(&c.stamper, &stamp_root, || s.load(Ordering::Relaxed), stamped)
         }));
     }

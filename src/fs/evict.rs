@@ -11,8 +11,9 @@
 //! 2. open its directory beneath BACKING without following symlinks, take the
 //!    directory's stripe;
 //! 3. `fstatat` the name: still the same `(dev, ino)` with one link? In
-//!    shared mode, an mtime newer than the last walk of the tree means another
-//!    node used it since: it is made most recent instead (one LRU across nodes);
+//!    shared mode, an mtime newer than the newest one this node knows for it
+//!    means another node used it since: it is re-ranked at that mtime instead
+//!    (one LRU across nodes; `Core::stamped_elsewhere`);
 //! 4. ledger: `begin_removal` (fails if an open pinned it meanwhile; an open
 //!    that comes after sees `Evicting` and answers ENOENT);
 //! 5. open it; in shared mode (`-o shared`) check it is still the chosen
@@ -56,13 +57,18 @@ impl Core {
         let mut ticket = None;
         // A victim another node holds open goes back to the LRU as most
         // recent (shared mode): meeting one again means every candidate left
-        // was tried.
-        let mut tried = std::collections::HashSet::new();
+        // was tried. One re-ranked at another node's newer mtime since it was
+        // tried (its known mtime moved) is checked again: each re-rank needs
+        // a newer stamp, so this ends.
+        let mut tried = std::collections::HashMap::new();
         while freed < bytes {
-            let Some((key, path)) = self.accounts.lock().take_victim() else {
-                break;
+            let (key, path, known) = {
+                let mut l = self.accounts.lock();
+                let Some((key, path)) = l.take_victim() else { break };
+                let known = l.known_mtime(key);
+                (key, path, known)
             };
-            if !tried.insert(key) {
+            if tried.insert(key, known) == Some(known) {
                 self.touch(key);
                 break;
             }
@@ -94,13 +100,10 @@ impl Core {
         };
         // Step 3, under the stripe.
         let check = |st: Result<&libc::stat, Errno>| match st {
-            Ok(st) if key_of(st) == key && st.st_nlink == 1 => {
-                if self.stamped_elsewhere(key, st) {
-                    Err(Kept::Reranked)
-                } else {
-                    Ok((key, Removal::Block))
-                }
-            }
+            Ok(st) if key_of(st) == key && st.st_nlink == 1 => match self.stamped_elsewhere(key, st) {
+                Some(mtime) => Err(Kept::Reranked(mtime)),
+                None => Ok((key, Removal::Block)),
+            },
             Ok(st) if key_of(st) == key => {
                 self.accounts.lock().park(key);
                 Err(Kept::Linked)
@@ -135,12 +138,12 @@ impl Core {
                 self.accounts.lock().forget_path(key);
                 skip("directory unreadable, or not beneath BACKING")
             }
-            Err(Kept::Reranked) => {
-                // One LRU across nodes: another node used it since this
-                // node last read the tree's mtimes. Most recent, not evicted.
-                self.accounts.lock().touch(key, self.now(), u32::MAX);
+            Err(Kept::Reranked(mtime)) => {
+                // One LRU across nodes: another node used it after every use
+                // this node knew. Placed at that use, not evicted.
+                self.accounts.lock().rerank_at(key, mtime);
                 Stats::add(&self.stats.evict_reranked, 1);
-                skip("used on another node since the last reconcile")
+                skip("used on another node since this node last knew its mtime")
             }
             Err(Kept::Linked) => skip("has another hard link"),
             Err(Kept::Unreadable) => skip("name unreadable"),
@@ -259,23 +262,22 @@ impl Core {
         Ok(Removed { freed, ticket })
     }
 
-    /// Shared mode: whether a victim's `st` shows an mtime stamped after the
-    /// last walk that re-read the tree's mtimes began
-    /// ([`Core::recency_seen_ns`]) that this node did not write itself (its
-    /// own create or stamp since then explains it): then another node used
-    /// it (recency stamps are the only writes to a stored block's mtime) and
-    /// this node's LRU does not know that use yet. Always false without `-o shared`.
-    fn stamped_elsewhere(&self, key: FileKey, st: &libc::stat) -> bool {
-        let seen = self.recency_seen_ns.load(std::sync::atomic::Ordering::Relaxed);
-        let mtime = st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec);
-        if !self.shared || mtime <= seen {
-            return false;
+    /// Shared mode: the victim's mtime (ns since the epoch) when `st` shows
+    /// one newer than every mtime this node knows the file had
+    /// ([`crate::ledger::Ledger::known_mtime`]: read by a walk, written by its
+    /// own stamp, bounded at its own RELEASE, or re-ranked at), or when it
+    /// knows none. Then another node used it since (recency stamps are the
+    /// only writes to a stored block's mtime) and this node's LRU does not
+    /// rank that use yet. Exact: no time window, no walk's start time; the
+    /// one assumption is that nodes' clocks agree (a stamp from a node whose
+    /// clock is behind can read as older). Always None without `-o shared`.
+    pub(crate) fn stamped_elsewhere(&self, key: FileKey, st: &libc::stat) -> Option<i64> {
+        if !self.shared {
+            return None;
         }
-        // The walk's start on the ledger's clock (seconds since the mount), rounded down.
-        let ago = (super::unix_ns().saturating_sub(seen) / 1_000_000_000).max(0) as u64 + 1;
-        let seen_at = u64::from(self.now()).saturating_sub(ago);
-        let own = self.accounts.lock().stamped_at(key).is_some_and(|t| u64::from(t) >= seen_at);
-        !own
+        let mtime = st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec);
+        let known = self.accounts.lock().known_mtime(key);
+        known.is_none_or(|k| mtime > k).then_some(mtime)
     }
 
     /// Opens the directory holding `rel` (beneath BACKING, no symlink
@@ -423,8 +425,9 @@ pub(crate) enum Kept {
     },
     /// Eviction: the victim was moved behind the daemon; it keeps counting.
     Moved,
-    /// Eviction, shared mode: another node used it since the last walk.
-    Reranked,
+    /// Eviction, shared mode: another node used it at this mtime (ns), after
+    /// every use this node knew.
+    Reranked(i64),
     /// Eviction: it has another hard link (parked).
     Linked,
     /// Eviction: its name could not be read (parked).
@@ -452,6 +455,10 @@ pub(crate) struct Parent<'a> {
 #[cfg(test)]
 #[path = "evict_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "shared_recency_tests.rs"]
+mod shared_recency_tests;
 
 /// A point where a daemon killed mid-removal leaves BACKING as it is now
 /// (after each destructive syscall); tests look at BACKING there

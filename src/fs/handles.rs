@@ -137,12 +137,19 @@ impl Core {
 
     /// RELEASE: closes the backing fd and unpins the file (the last close of
     /// a file unlinked while open returns its bytes to the budget), and
-    /// uncounts its I/O mode. Returns the inode's backing id when this was
+    /// uncounts its I/O mode; in shared mode the file's known mtime is raised
+    /// to now. Returns the inode's backing id when this was
     /// its last passthrough open: drop it after replying (an ioctl).
     pub fn release(&self, fh: u64) -> Option<Arc<BackingId>> {
         let h = self.take_handle(fh)?;
         let (key, ino, mode) = (h.key, h.ino, h.mode.lock().take());
         drop(h);
+        if self.shared {
+            // Every write through this handle (daemon or kernel passthrough)
+            // is done: now bounds the mtime they gave the file, so eviction
+            // does not take this node's own writes for another node's use.
+            self.accounts.lock().know_mtime(key, super::unix_ns());
+        }
         let backing = mode.and_then(|m| self.io.release(ino, m));
         if self.accounts.released(key) {
             self.wake_evictor();

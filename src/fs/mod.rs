@@ -37,7 +37,7 @@ use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::{BackingId, Errno, FileAttr, FileType, INodeNo};
@@ -121,11 +121,6 @@ pub struct Core {
     /// Shared mode: this node holds the sweeper lease (see [`lease`]); only
     /// the sweeper runs background sweeps and removes emptied directories.
     pub sweeping: AtomicBool,
-    /// Shared mode: wall-clock time (ns since the epoch) the last walk of
-    /// BACKING that re-read every block's mtime started (the start-up index,
-    /// then each reconcile pass). A victim whose mtime is newer was stamped
-    /// since, by another node's use, and is re-ranked instead of evicted.
-    pub recency_seen_ns: AtomicI64,
     /// Shared mode: the removals this node publishes and reads from the
     /// other nodes (see [`journal`]).
     journal: journal::Journal,
@@ -179,7 +174,6 @@ impl Core {
             shared: false,
             flush_backing: false,
             sweeping: AtomicBool::new(false),
-            recency_seen_ns: AtomicI64::new(unix_ns()),
             journal: Default::default(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
@@ -243,10 +237,17 @@ impl Core {
         self.inodes.ino_of(dir).map(|pino| self.inval.push(pino, name.to_os_string()))
     }
 
-    /// The stamp writer stamped `keys`: counts them, and has the kernel drop
-    /// the cached attributes (it caches them for attr_timeout) of those it holds.
-    pub fn stamped(&self, keys: &[FileKey]) {
+    /// The stamp writer stamped `keys` with the mtime `mtime_ns` (ns since
+    /// the epoch): counts them, remembers the mtime as this node's own in
+    /// shared mode (see [`crate::ledger::Ledger::known_mtime`]), and has the
+    /// kernel drop the cached attributes (it caches them for attr_timeout) of
+    /// those it holds.
+    pub fn stamped(&self, keys: &[FileKey], mtime_ns: i64) {
         Stats::add(&self.stats.stamps, keys.len() as u64);
+        if self.shared && !keys.is_empty() {
+            let mut l = self.accounts.lock();
+            keys.iter().for_each(|k| l.know_mtime(*k, mtime_ns));
+        }
         keys.iter().filter_map(|k| self.inodes.ino_of(k)).for_each(|ino| {
             self.inval.push_attrs(ino);
         });

@@ -46,6 +46,9 @@ pub struct Ledger {
     /// tree's usage (bytes used on BACKING's filesystem at mount, plus every
     /// reservation granted since), which reservations are checked against.
     indexing_bound: Option<u64>,
+    /// Shared mode only (see `ledger_shared.rs`): per file, the newest mtime
+    /// (ns since the epoch) this node knows it to have had.
+    known: std::collections::HashMap<FileKey, i64>,
 }
 
 /// What the daemon is about to remove, for [`Ledger::begin_removal`].
@@ -96,6 +99,7 @@ impl Ledger {
             dirs: 0,
             others: 0,
             indexing_bound: None,
+            known: Default::default(),
         }
     }
 
@@ -433,6 +437,7 @@ impl Ledger {
     /// Forgets `key` entirely, returning its bytes to the budget.
     pub fn remove(&mut self, key: FileKey) -> Option<Entry> {
         self.lru_pop(key);
+        self.known.remove(&key);
         let e = self.entries.remove(&key)?;
         self.usage -= e.size;
         self.open_handles -= u64::from(e.opens);

@@ -213,6 +213,24 @@ impl Table {
         out
     }
 
+    /// Moves `key` (stored) in the LRU just colder than the hottest run of
+    /// entries for which `hotter` holds: from the most recent end, passes
+    /// every entry `hotter` says is more recent, and links `key` below the
+    /// first one it does not (or coldest, if it holds for all). Returns false
+    /// if `key` is not stored. O(entries passed).
+    pub fn lru_place_from_hot(&mut self, key: &FileKey, hotter: impl Fn(&FileKey) -> bool) -> bool {
+        let Some(i) = self.find(key) else { return false };
+        self.unlink(i);
+        let mut above = NIL;
+        let mut j = self.hot;
+        while j != NIL && hotter(&self.slots[j as usize].key) {
+            above = j;
+            j = self.slots[j as usize].prev;
+        }
+        self.link_between(i, j, above);
+        true
+    }
+
     /// Takes the least recently used key out of the LRU.
     pub fn lru_pop_cold(&mut self) -> Option<FileKey> {
         if self.cold == NIL {
@@ -298,6 +316,21 @@ mod tests {
         assert_eq!(order(&mut t), vec![5, 4, 1, 6]);
         assert_eq!(t.lru_len(), 0);
         assert!(t.contains_key(&k(3)));
+    }
+
+    #[test]
+    fn place_from_hot_stops_at_the_first_colder_entry() {
+        let mut t = Table::default();
+        for n in 1..=5 {
+            t.insert(k(n), Entry::placeholder());
+            t.lru_put_hot(&k(n));
+        }
+        // Hotter than 5 and 4 only: between 3 and 4.
+        assert!(t.lru_place_from_hot(&k(1), |x| x.ino >= 4));
+        assert!(t.lru_place_from_hot(&k(2), |_| true), "hotter than all: coldest");
+        assert!(t.lru_place_from_hot(&k(5), |_| false), "colder than none: hottest");
+        assert!(!t.lru_place_from_hot(&k(9), |_| true));
+        assert_eq!(order(&mut t), vec![2, 3, 1, 4, 5]);
     }
 
     #[test]

@@ -165,7 +165,6 @@ impl Reconciler {
             let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
             d.as_nanos() as i128
         });
-        let walk_start = crate::fs::unix_ns();
         let mut w = self.walk(core, cutoff);
         w.seen.sort_unstable_by_key(|(k, _)| *k);
         let mut r = PassReport { objects: w.objects, unreadable: w.unreadable, ..Default::default() };
@@ -203,8 +202,9 @@ impl Reconciler {
             // mtime just read (this node's own uses since are stamped too,
             // at most `stamp_interval` late).
             // (Only evictable blocks are in the LRU; place_by_mtime skips the rest.)
-            core.accounts().lock().place_by_mtime(&w.seen, seen);
-            core.recency_seen_ns.store(walk_start, std::sync::atomic::Ordering::Relaxed);
+            // The mtimes read become known ones (eviction re-ranks a victim
+            // only for a newer one: `Core::stamped_elsewhere`).
+            core.accounts().lock().place_by_known(&w.seen);
         } else if !placed.is_empty() {
             core.accounts().lock().place_by_mtime(&placed, seen);
         }

@@ -129,6 +129,13 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
         record(&mut core.accounts().lock(), found, stamped_after, &mut report, &mut order);
         !stop()
     });
+    if core.shared {
+        // Shared mode: what eviction compares a victim's mtime with.
+        let mut l = core.accounts().lock();
+        for ((s, ns), k) in &order {
+            l.know_mtime(*k, s.saturating_mul(1_000_000_000).saturating_add(*ns));
+        }
+    }
     let keys = newest_first(order);
     for chunk in keys.chunks(4096) {
         core.accounts().lock().order_indexed(chunk);

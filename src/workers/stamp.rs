@@ -19,10 +19,10 @@ use crate::sys;
 /// that reply, or the kernel would keep the old mtime for attr_timeout.
 pub const STAMP_DELAY: Duration = Duration::from_millis(100);
 
-/// Writes every stamp queued in `q` now; returns the keys stamped.
-/// Each path is resolved beneath `root` without following symlinks and
+/// Writes every stamp queued in `q` now; returns the keys stamped and the
+/// mtime written into them (ns since the epoch). Each path is resolved beneath `root` without following symlinks and
 /// checked to still be `key`, so a stamp never lands on another file.
-pub fn flush(q: &Stamper, root: &OwnedFd) -> Vec<FileKey> {
+pub fn flush(q: &Stamper, root: &OwnedFd) -> (Vec<FileKey>, i64) {
     let batch = q.take();
     let now = FileTime::now();
     let mut done = Vec::new();
@@ -40,20 +40,23 @@ pub fn flush(q: &Stamper, root: &OwnedFd) -> Vec<FileKey> {
             Err(e) => log::debug!("stamp of {} failed: {e}", path.display()),
         }
     }
-    done
+    let ns = now.unix_seconds().saturating_mul(1_000_000_000).saturating_add(i64::from(now.nanoseconds()));
+    (done, ns)
 }
 
 /// The thread body: flushes stamps queued in `q` in batches, each at least
 /// [`STAMP_DELAY`] after its first stamp was queued, until `stop` returns
 /// true; flushes once more on the way out. `stamped` gets the keys of
-/// each batch written.
-pub fn run(q: &Stamper, root: &OwnedFd, stop: impl Fn() -> bool, stamped: impl Fn(&[FileKey])) {
+/// each batch written and the mtime written (ns since the epoch).
+pub fn run(q: &Stamper, root: &OwnedFd, stop: impl Fn() -> bool, stamped: impl Fn(&[FileKey], i64)) {
     while !stop() {
         let queued = q.wait_queued(Duration::from_secs(1));
         if queued && !stop() {
             std::thread::sleep(STAMP_DELAY);
         }
-        stamped(&flush(q, root));
+        let (keys, ns) = flush(q, root);
+        stamped(&keys, ns);
     }
-    stamped(&flush(q, root));
+    let (keys, ns) = flush(q, root);
+    stamped(&keys, ns);
 }
