@@ -267,6 +267,11 @@ status_table! {
     evict_reranked: u64 [stats];
     /// Index entries reconcile passes corrected (adopted, dropped, resized, renamed).
     reconcile_fixes: u64 [stats] => Counter "boundfs_reconcile_fixes_total";
+    /// Directories reconcile passes read (getdents and an fstatat per entry).
+    reconcile_dirs_read: u64 [stats] => Counter "boundfs_reconcile_dirs_read_total";
+    /// Shared mode: directories reconcile passes skipped as unchanged since
+    /// the pass that last read them (their mtime, ctime, size and inode).
+    reconcile_dirs_skipped: u64 [stats] => Counter "boundfs_reconcile_dirs_skipped_total";
     /// Stale engine temporaries removed (`stale_tmp`).
     stale_tmp_removed: u64 [stats] => Counter "boundfs_stale_tmp_removed_total";
     /// FUSE requests received since the mount started, per opcode by its

@@ -1,7 +1,9 @@
 //! Background workers above the fs core: eviction sweeps, the start-up index,
 //! the periodic reconcile pass, the watch on BACKING, the recency stamp
-//! writer, and the one tree walk the index and reconcile share.
+//! writer, the one tree walk the index and reconcile share, and what a
+//! shared tier's reconcile remembers of each directory.
 
+pub mod dircache;
 pub mod evictor;
 pub mod reconcile;
 pub mod scan;

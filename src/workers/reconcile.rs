@@ -32,6 +32,11 @@
 //!    (`Core::remove_verified`, the protocol eviction uses).
 //!    Until then they count toward usage like every file.
 //!
+//! In shared mode step 2 re-reads only the directories that changed since
+//! the pass that last read them (their own mtime, ctime, size, inode), and
+//! every [`super::dircache::FULL_EVERY`]th pass reads them all: see
+//! [`super::dircache`] for what that loses and how it is covered.
+//!
 //! Then the evictor is woken if usage is above the high watermark, so two
 //! mounts over one BACKING see each other's files within one interval. No
 //! pass runs while the start-up index is still being built.
@@ -83,6 +88,10 @@ pub struct PassReport {
     pub stale_bytes: u64,
     /// Directories that could not be read (permissions, a symlink swapped in, races).
     pub unreadable: u64,
+    /// Directories read (getdents and an fstatat per entry), BACKING included.
+    pub dirs_read: u64,
+    /// Directories skipped as unchanged (shared mode, [`super::dircache`]).
+    pub dirs_skipped: u64,
 }
 
 impl PassReport {
@@ -103,8 +112,11 @@ struct Found {
 /// The walk's findings, classified against the ledger.
 #[derive(Default)]
 struct Walk {
-    /// Every key seen with its mtime (ns), sorted by key after the walk.
+    /// Every key read with its mtime (ns), sorted by key after the walk.
     seen: Vec<(FileKey, i128)>,
+    /// Keys of the directories skipped as unchanged, with the mtimes (ns)
+    /// last read; sorted by key after the walk.
+    kept: Vec<(FileKey, i128)>,
     /// Unknown to the ledger.
     new: Vec<Found>,
     /// Known, with another size (key, path).
@@ -123,6 +135,8 @@ pub struct Reconciler {
     stale_after: Option<Duration>,
     /// Path-less entries the previous pass did not see (dropped when missed twice).
     missed: HashSet<FileKey>,
+    /// Shared mode: the directories read by earlier passes.
+    dirs: super::dircache::DirCache,
 }
 
 fn mtime_ns(st: &libc::stat) -> i128 {
@@ -142,6 +156,7 @@ impl Reconciler {
             tmp: b.build().unwrap_or_else(|_| GlobSet::empty()),
             stale_after: (!stale_tmp.is_zero()).then_some(stale_tmp),
             missed: HashSet::new(),
+            dirs: super::dircache::DirCache::new(),
         }
     }
 
@@ -165,11 +180,16 @@ impl Reconciler {
             let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
             d.as_nanos() as i128
         });
+        self.dirs.begin(i128::from(crate::fs::unix_ns()));
         let mut w = self.walk(core, cutoff);
+        self.dirs.end();
         w.seen.sort_unstable_by_key(|(k, _)| *k);
+        w.kept.sort_unstable_by_key(|(k, _)| *k);
         let mut r = PassReport { objects: w.objects, unreadable: w.unreadable, ..Default::default() };
+        (r.dirs_read, r.dirs_skipped) = (self.dirs.read, self.dirs.skipped);
         snapshot.sort_unstable();
-        let seen = |k: &FileKey| w.seen.binary_search_by_key(k, |(k2, _)| *k2).ok().map(|i| w.seen[i].1);
+        let find = |v: &[(FileKey, i128)], k: &FileKey| v.binary_search_by_key(k, |(k2, _)| *k2).ok().map(|i| v[i].1);
+        let seen = |k: &FileKey| find(&w.seen, k).or_else(|| find(&w.kept, k));
 
         let mut missed_now = HashSet::new();
         for key in snapshot.into_iter().filter(|k| seen(k).is_none()) {
@@ -202,8 +222,10 @@ impl Reconciler {
             // mtime just read (this node's own uses since are stamped too,
             // at most `stamp_interval` late).
             // (Only evictable blocks are in the LRU; place_by_mtime skips the rest.)
-            // The mtimes read become known ones (eviction re-ranks a victim
-            // only for a newer one: `Core::stamped_elsewhere`).
+            // Only mtimes read by this pass (a skipped directory's are old);
+            // they become known ones (eviction re-ranks a victim only for a
+            // newer one: `Core::stamped_elsewhere`, which also catches the
+            // stamps in skipped directories).
             core.accounts().lock().place_by_known(&w.seen);
         } else if !placed.is_empty() {
             core.accounts().lock().place_by_mtime(&placed, seen);
@@ -282,49 +304,77 @@ impl Reconciler {
 
     /// Walks BACKING ([`super::walk`]), classifying every object against
     /// the ledger, one chunk of a directory per ledger lock.
-    fn walk(&self, core: &Core, cutoff: Option<i128>) -> Walk {
+    /// In shared mode only the directories [`super::dircache`] does not
+    /// find unchanged are read.
+    fn walk(&mut self, core: &Core, cutoff: Option<i128>) -> Walk {
         let mut w = Walk::default();
         let root = core.root();
         if let Ok(st) = sys::fstat(root.fd()) {
-            self.classify(core, &mut w, cutoff, vec![(st, PathBuf::new())]);
+            classify(&self.tmp, core, &mut w, cutoff, vec![(st, PathBuf::new())]);
         }
-        w.unreadable = super::walk::walk(root.fd(), |chunk| {
-            let mut objs = Vec::with_capacity(chunk.names.len());
-            for n in chunk.names {
-                let Ok(c) = CString::new(n.as_slice()) else { continue };
-                let Ok(st) = sys::fstatat(chunk.dir, &c) else { continue };
-                objs.push((st, chunk.rel.join(OsStr::from_bytes(n))));
-            }
-            self.classify(core, &mut w, cutoff, objs);
-            true
-        });
-        w
-    }
-
-    fn classify(&self, core: &Core, w: &mut Walk, cutoff: Option<i128>, objs: Vec<(libc::stat, PathBuf)>) {
-        let l = core.accounts().lock();
-        for (st, path) in objs {
-            w.objects += 1;
-            let (key, size, mtime) = (key_of(&st), sys::allocated(&st), mtime_ns(&st));
-            let fmt = st.st_mode & libc::S_IFMT;
-            let name = path.file_name().unwrap_or_default();
-            let block = fmt == libc::S_IFREG && core.is_block_name(name);
-            w.seen.push((key, mtime));
-            match l.get(&key) {
-                None => w.new.push(Found { key, mtime, block, path: path.clone() }),
-                Some(e) => {
-                    if e.size != size {
-                        w.resize.push((key, path.clone()));
-                    }
-                    if e.path.is_none() && e.state == crate::ledger::State::Live && !path.as_os_str().is_empty() {
-                        w.restore.push((key, path.clone(), block));
+        // The walk's three callbacks share the directory cache and the findings.
+        let shared = core.shared;
+        let state = std::cell::RefCell::new((&mut w, &mut self.dirs));
+        let tmp = &self.tmp;
+        let unreadable = super::walk::walk_changed(
+            root.fd(),
+            |rel, st| {
+                let (w, dirs) = &mut *state.borrow_mut();
+                if shared {
+                    dirs.enter(rel, st, &mut w.kept)
+                } else {
+                    dirs.read += 1;
+                    None
+                }
+            },
+            |_| state.borrow_mut().1.failed(),
+            |chunk| {
+                let mut objs = Vec::with_capacity(chunk.names.len());
+                for n in chunk.names {
+                    let Ok(c) = CString::new(n.as_slice()) else { continue };
+                    let Ok(st) = sys::fstatat(chunk.dir, &c) else { continue };
+                    objs.push((st, chunk.rel.join(OsStr::from_bytes(n))));
+                }
+                let (w, dirs) = &mut *state.borrow_mut();
+                if shared {
+                    for (st, path) in &objs {
+                        dirs.entry(key_of(st), mtime_ns(st), path, st.st_mode & libc::S_IFMT == libc::S_IFDIR);
                     }
                 }
+                classify(tmp, core, w, cutoff, objs);
+                true
+            },
+        );
+        w.unreadable = unreadable;
+        w
+    }
+}
+
+/// Classifies what the walk read (`objs`: each object's stat and path
+/// relative to BACKING) against the ledger into `w`.
+fn classify(tmp: &GlobSet, core: &Core, w: &mut Walk, cutoff: Option<i128>, objs: Vec<(libc::stat, PathBuf)>) {
+    let l = core.accounts().lock();
+    for (st, path) in objs {
+        w.objects += 1;
+        let (key, size, mtime) = (key_of(&st), sys::allocated(&st), mtime_ns(&st));
+        let fmt = st.st_mode & libc::S_IFMT;
+        let name = path.file_name().unwrap_or_default();
+        let block = fmt == libc::S_IFREG && core.is_block_name(name);
+        w.seen.push((key, mtime));
+        match l.get(&key) {
+            None => w.new.push(Found { key, mtime, block, path: path.clone() }),
+            Some(e) => {
+                if e.size != size {
+                    w.resize.push((key, path.clone()));
+                }
+                if e.path.is_none() && e.state == crate::ledger::State::Live && !path.as_os_str().is_empty() {
+                    w.restore.push((key, path.clone(), block));
+                }
             }
-            let stale = cutoff.is_some_and(|c| mtime < c);
-            if stale && fmt == libc::S_IFREG && !block && st.st_nlink == 1 && self.is_tmp_name(name) {
-                w.stale.push((key, path));
-            }
+        }
+        let stale = cutoff.is_some_and(|c| mtime < c);
+        if stale && fmt == libc::S_IFREG && !block && st.st_nlink == 1 && tmp.is_match(Path::new(name)) {
+            w.stale.push((key, path));
         }
     }
 }
@@ -409,16 +459,20 @@ pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
         Stats::add(&core.stats().reconciles, 1);
         Stats::add(&core.stats().reconcile_fixes, r.adopted + r.dropped + r.resized + r.restored);
         Stats::add(&core.stats().stale_tmp_removed, r.stale_removed);
+        Stats::add(&core.stats().reconcile_dirs_read, r.dirs_read);
+        Stats::add(&core.stats().reconcile_dirs_skipped, r.dirs_skipped);
         // One guard, dropped before the message: the ledger lock is not reentrant.
         let (usage, max_size) = {
             let l = core.accounts().lock();
             (l.usage(), l.max_size())
         };
         let msg = format!(
-            "reconcile: {} objects in {:.3}s; adopted {} ({} bytes), dropped {} ({} bytes), resized {}, \
+            "reconcile: {} objects in {:.3}s ({} directories read, {} unchanged skipped); adopted {} ({} bytes), dropped {} ({} bytes), resized {}, \
              renamed {}, stale temporaries removed {} ({} bytes), unreadable dirs {}; usage now {} of {}",
             r.objects,
             t0.elapsed().as_secs_f64(),
+            r.dirs_read,
+            r.dirs_skipped,
             r.adopted,
             r.adopted_bytes,
             r.dropped,

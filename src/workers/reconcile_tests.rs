@@ -166,3 +166,57 @@ fn a_directory_swapped_for_a_symlink_is_not_walked() {
     assert!(outside.path().join("y.tmp").exists());
     assert_eq!(c.accounts().lock().usage(), du(d.path()), "the outside files are not counted");
 }
+
+#[test]
+fn shared_passes_read_only_the_directories_that_changed_and_all_every_full_pass() {
+    use crate::workers::dircache::FULL_EVERY;
+    let d = tempfile::tempdir().unwrap();
+    let mut c = core(d.path(), 1 << 30);
+    c.shared = true;
+    for dir in ["a", "b"] {
+        std::fs::create_dir(d.path().join(dir)).unwrap();
+        for i in 0..3 {
+            std::fs::write(d.path().join(format!("{dir}/{i}.bin")), [1u8; 4096]).unwrap();
+        }
+    }
+    let mut rec = Reconciler::new(HOUR);
+    // Directories changed within the margin are re-read: the tree is new.
+    let r = rec.pass(&c);
+    assert_eq!((r.dirs_read, r.dirs_skipped, r.adopted), (3, 0, 8), "first pass reads all: {r:?}");
+    assert_eq!(rec.pass(&c).dirs_skipped, 0, "changed within 2 s of the pass: read again");
+    rec.dirs.margin_ns = 0;
+    let r = rec.pass(&c);
+    assert_eq!((r.dirs_read, r.dirs_skipped, r.objects), (0, 3, 1), "nothing changed: {r:?}");
+    // A store in b and a removal in a: both directories read, the root not.
+    std::fs::write(d.path().join("b/new.bin"), [2u8; 8192]).unwrap();
+    std::fs::remove_file(d.path().join("a/0.bin")).unwrap();
+    let r = rec.pass(&c);
+    assert_eq!((r.dirs_read, r.dirs_skipped, r.adopted, r.dropped), (2, 1, 1, 1), "{r:?}");
+    assert_eq!(c.accounts().lock().usage(), du(d.path()));
+    // A rewrite in place changes no directory: seen by the next full pass.
+    std::fs::write(d.path().join("a/1.bin"), [3u8; 64 << 10]).unwrap();
+    let mut passes = 4;
+    loop {
+        let r = rec.pass(&c);
+        passes += 1;
+        if passes % FULL_EVERY == 1 {
+            assert_eq!((r.dirs_read, r.resized), (3, 1), "the full pass: {r:?}");
+            break;
+        }
+        assert_eq!((r.dirs_read, r.resized), (0, 0), "pass {passes}: {r:?}");
+    }
+    assert_eq!(c.accounts().lock().usage(), du(d.path()));
+}
+
+#[test]
+fn single_node_passes_read_every_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    std::fs::create_dir(d.path().join("a")).unwrap();
+    let mut rec = Reconciler::new(HOUR);
+    rec.dirs.margin_ns = 0;
+    for _ in 0..3 {
+        let r = rec.pass(&c);
+        assert_eq!((r.dirs_read, r.dirs_skipped), (2, 0), "{r:?}");
+    }
+}

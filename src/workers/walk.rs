@@ -37,22 +37,46 @@ pub struct Chunk<'a> {
 /// subdirectory is descended when `getdents` says it is one (or, for
 /// `DT_UNKNOWN`, `fstatat` does). Returns the number of directories that
 /// could not be opened or read (permissions, a symlink swapped in, races).
-pub fn walk(root: BorrowedFd<'_>, mut visit: impl FnMut(Chunk<'_>) -> bool) -> u64 {
+pub fn walk(root: BorrowedFd<'_>, visit: impl FnMut(Chunk<'_>) -> bool) -> u64 {
+    walk_changed(root, |_, _| None, |_| {}, visit)
+}
+
+/// [`walk`], asking `enter` first about every directory opened, with its
+/// path relative to BACKING and its `fstat` (taken before any entry is
+/// read): `None` reads it (its names go to `visit`); `Some(subdirs)` skips
+/// reading it (no `getdents`, no chunk) and descends only `subdirs` (paths
+/// relative to BACKING), as the caller remembers them from an earlier read.
+/// `failed` is told of a directory whose `getdents` failed part way (its
+/// names were not all handed over).
+/// The reconcile pass of a shared tier uses it to re-read only the
+/// directories that changed (`super::reconcile`, module docs).
+pub fn walk_changed(
+    root: BorrowedFd<'_>,
+    mut enter: impl FnMut(&Path, &libc::stat) -> Option<Vec<PathBuf>>,
+    mut failed: impl FnMut(&Path),
+    mut visit: impl FnMut(Chunk<'_>) -> bool,
+) -> u64 {
     let mut unreadable = 0;
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let opened = sys::open_beneath(root, &rel, libc::O_RDONLY | libc::O_DIRECTORY)
-            .and_then(|d| Ok((key_of(&sys::fstat(d.as_fd())?), d)));
-        let Ok((key, dir)) = opened else {
+            .and_then(|d| Ok((sys::fstat(d.as_fd())?, d)));
+        let Ok((st, dir)) = opened else {
             unreadable += 1;
             continue;
         };
+        if let Some(subdirs) = enter(&rel, &st) {
+            stack.extend(subdirs);
+            continue;
+        }
+        let key = key_of(&st);
         loop {
             let batch = match sys::getdents(dir.as_raw_fd()) {
                 Ok(b) if b.is_empty() => break,
                 Ok(b) => b,
                 Err(_) => {
                     unreadable += 1;
+                    failed(&rel);
                     break;
                 }
             };
