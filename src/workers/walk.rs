@@ -38,7 +38,7 @@ pub struct Chunk<'a> {
 /// `DT_UNKNOWN`, `fstatat` does). Returns the number of directories that
 /// could not be opened or read (permissions, a symlink swapped in, races).
 pub fn walk(root: BorrowedFd<'_>, visit: impl FnMut(Chunk<'_>) -> bool) -> u64 {
-    walk_changed(root, |_, _| None, |_| {}, visit)
+    walk_in(root, false, |_, _| None, |_| {}, visit)
 }
 
 /// [`walk`], asking `enter` first about every directory opened, with its
@@ -47,11 +47,24 @@ pub fn walk(root: BorrowedFd<'_>, visit: impl FnMut(Chunk<'_>) -> bool) -> u64 {
 /// reading it (no `getdents`, no chunk) and descends only `subdirs` (paths
 /// relative to BACKING), as the caller remembers them from an earlier read.
 /// `failed` is told of a directory whose `getdents` failed part way (its
-/// names were not all handed over).
+/// names were not all handed over). Each directory is first opened
+/// `O_PATH` (no OPENDIR reaches a FUSE backing filesystem), and opened for
+/// reading only when `enter` asks to read it.
 /// The reconcile pass of a shared tier uses it to re-read only the
 /// directories that changed (`super::reconcile`, module docs).
 pub fn walk_changed(
     root: BorrowedFd<'_>,
+    enter: impl FnMut(&Path, &libc::stat) -> Option<Vec<PathBuf>>,
+    failed: impl FnMut(&Path),
+    visit: impl FnMut(Chunk<'_>) -> bool,
+) -> u64 {
+    walk_in(root, true, enter, failed, visit)
+}
+
+/// [`walk_changed`]; `probe`: open `O_PATH` first (else for reading at once).
+fn walk_in(
+    root: BorrowedFd<'_>,
+    probe: bool,
     mut enter: impl FnMut(&Path, &libc::stat) -> Option<Vec<PathBuf>>,
     mut failed: impl FnMut(&Path),
     mut visit: impl FnMut(Chunk<'_>) -> bool,
@@ -59,8 +72,9 @@ pub fn walk_changed(
     let mut unreadable = 0;
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
-        let opened = sys::open_beneath(root, &rel, libc::O_RDONLY | libc::O_DIRECTORY)
-            .and_then(|d| Ok((sys::fstat(d.as_fd())?, d)));
+        let first = if probe { libc::O_PATH } else { libc::O_RDONLY };
+        let opened =
+            sys::open_beneath(root, &rel, first | libc::O_DIRECTORY).and_then(|d| Ok((sys::fstat(d.as_fd())?, d)));
         let Ok((st, dir)) = opened else {
             unreadable += 1;
             continue;
@@ -69,6 +83,18 @@ pub fn walk_changed(
             stack.extend(subdirs);
             continue;
         }
+        let dir = if probe {
+            match sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+                Ok(d) => d,
+                Err(_) => {
+                    unreadable += 1;
+                    failed(&rel);
+                    continue;
+                }
+            }
+        } else {
+            dir
+        };
         let key = key_of(&st);
         loop {
             let batch = match sys::getdents(dir.as_raw_fd()) {
