@@ -20,8 +20,9 @@
 //!    indexed; a block file takes its place in the LRU by its mtime; the
 //!    kernel's cached entry for an adopted or dropped name is invalidated
 //!    (it may cache a miss for `attr_timeout`);
-//!    In shared mode every block file is placed by the mtime just read, so
-//!    recency stamped by other nodes reaches this node's LRU;
+//!    In shared mode every block file read is placed by the newest mtime
+//!    this node knows for it (the one just read, or its own later stamp),
+//!    so recency stamped by other nodes reaches this node's LRU;
 //! 5. fix sizes (re-read with `fstat` just before) and give block files
 //!    that lost their name the one the walk found;
 //! 6. remove stale temporaries: regular files named like an engine's
