@@ -219,7 +219,7 @@ def decompose(samples, fill, low_bytes, block):
              "below_low_minus_block": max(0, low_bytes - block - s["used"] - s["inflight"])}
         if "pending" in s:
             d["pending"] = s["pending"]
-        # each node's view and its evictions over the second before
+        # each node's view and its evictions over the ten samples before (about a second)
         d["nodes"] = []
         for k, (n, p) in enumerate(zip(s["stats"], prev["stats"])):
             if not n:
@@ -239,6 +239,8 @@ def decompose(samples, fill, low_bytes, block):
 
 
 def write_trace(path, samples):
+    """Writes `samples` ([(seconds since the start, sample)]) to `path`, one
+    JSON object a line with the seconds as `t`."""
     with open(path, "w") as f:
         for t, s in samples:
             f.write(json.dumps({"t": round(t, 3), **s}) + "\n")

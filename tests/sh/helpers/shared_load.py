@@ -3,7 +3,8 @@
 
 usage: shared_load.py --mnt MNT1 --mnt MNT2 [--mnt MNT3 ...] --sample ROOT --max BYTES
            [--low 0.9] [--block 2M] [--seconds S] [--rate R] [--held H]
-           [--hot K] [--cold K] [--reconcile SECS]
+           [--hot K] [--cold K] [--statfs FSROOT [--client ROOT ...]
+           [--redis URL [--redis-netns /run/netns/NAME]] [--trace FILE]]
 
 Before the clock starts, node 1 stores H "held" blocks, K "hot" and K "cold"
 blocks (vLLM layout, blocks.py store_one); node 2 opens the held ones and
@@ -24,7 +25,11 @@ keeps them open. Then for S seconds:
 At the end node 2 reads the held blocks to EOF and checks them. Prints one
 line of JSON: peak, longest time over max_size, mean and lowest occupancy
 after the first fill to the low watermark, cross-node hits and tries, held
-and hot survival, store errors, store rate.
+and hot survival, store errors, store rate. With --client (every node's
+JuiceFS client root, in --mnt order, the --statfs one first) each sample is
+traced (occupancy_trace.py): the JSON adds the lowest reading plus the bytes
+of stores in flight (min_with_inflight, bytes) and the decomposition of the
+lowest samples (lowest); --trace writes every sample, one JSON line each.
 """
 import argparse
 import errno
