@@ -130,12 +130,41 @@ impl Core {
         Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) })
     }
 
-    /// LISTXATTR, same size protocol as [`Core::getxattr`].
-    pub fn listxattr(&self, ino: INodeNo, size: u32) -> OpResult<Xattr> {
+    /// LISTXATTR, same size protocol as [`Core::getxattr`]. A caller other
+    /// than root (`privileged` false, standing for "lacks CAP_SYS_ADMIN") is
+    /// not shown `trusted.*` names, as a plain directory hides them from it
+    /// (the trusted handler's `list` in fs/xattr.c; a root daemon would list
+    /// them, and `cp --preserve=xattr` then fails reading them). Errors:
+    /// ERANGE when the list is longer than `size`, the backing errno.
+    pub fn listxattr(&self, ino: INodeNo, size: u32, privileged: bool) -> OpResult<Xattr> {
         let fd = self.inode(ino)?.fd().as_raw_fd();
-        let mut buf = vec![0u8; size as usize];
-        let n = sys::xattr::list(fd, &mut buf)?;
-        Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) })
+        if privileged || self.euid != 0 {
+            let mut buf = vec![0u8; size as usize];
+            let n = sys::xattr::list(fd, &mut buf)?;
+            return Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) });
+        }
+        // The whole list, then without trusted.*; retried if it grew meanwhile.
+        let mut all = Vec::new();
+        for _ in 0..4 {
+            all = vec![0u8; sys::xattr::list(fd, &mut [])?];
+            match sys::xattr::list(fd, &mut all) {
+                Ok(n) => {
+                    all.truncate(n);
+                    break;
+                }
+                Err(e) if e == Errno::ERANGE => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        let shown: Vec<u8> =
+            all.split_inclusive(|&b| b == 0).filter(|n| !n.starts_with(b"trusted.")).flatten().copied().collect();
+        if size == 0 {
+            Ok(Xattr::Size(shown.len() as u32))
+        } else if shown.len() > size as usize {
+            Err(Errno::ERANGE)
+        } else {
+            Ok(Xattr::Data(shown))
+        }
     }
 
     /// SETXATTR by `uid`. On the root, the reserved `user.boundfs.*` names are

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Owner, group and mode of objects a non-root user creates through a root
-# daemon: in a set-group-ID directory the new file, directory and FIFO take
+# What a non-root user makes and sees through a root daemon, as on a plain
+# directory. Owner, group and mode of the objects it creates: in a set-group-ID directory the new file, directory and FIFO take
 # the directory's group (a new directory keeps S_ISGID); the set-user-ID and
 # set-group-ID bits asked for in the create mode stay (open(O_CREAT, 04755),
 # mkfifo 06777), except S_ISGID on a group-executable file whose inherited
 # group is not the creator's (inode_init_owner(), mode_strip_sgid() in
 # fs/inode.c). The same creations run as the test user on a plain directory
 # and through the mount; every name's mode, owner and group must agree.
+# listxattr does not show the user trusted.* names (only CAP_SYS_ADMIN sees
+# them), and the size it answers first is the size of that list.
 . "$(dirname "$0")/lib.sh"
 bfs_user
 
@@ -43,5 +45,20 @@ diff <(echo "$want") <(echo "$got") >&2 || fail "modes, owners or groups of new 
 # what the mount shows is what BACKING holds
 diff <(echo "$got") <(cd "$BACKING" && stat -c '%n %a %U:%G' sg sgm * sg/* sgm/*) >&2 ||
     fail "the mount and BACKING disagree"
+
+# listxattr as the user: a file with a user.* and a trusted.* attribute
+lsx() {
+    local f=$1/x.bin
+    echo data >"$f" && setfattr -n user.a -v 1 "$f" && setfattr -n trusted.t -v 2 "$f" || return 1
+    as_user "$BFS_USER_PY" -c 'import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+n = libc.listxattr(sys.argv[1].encode(), None, 0)
+print(n, sorted(os.listxattr(sys.argv[1])))' "$f"
+}
+want=$(lsx "$PLAIN") || fail "listxattr on a plain directory"
+assert_eq "7 ['user.a']" "$want" "listxattr as the user on a plain directory (the rule itself)"
+assert_eq "$want" "$(lsx "$MNT")" "listxattr as the user through the mount"
+assert_eq "['trusted.t', 'user.a']" "$($PY -c 'import os,sys; print(sorted(os.listxattr(sys.argv[1])))' "$MNT/x.bin")" \
+    "listxattr as root through the mount"
 bfs_unmount
 bfs_done
