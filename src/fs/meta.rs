@@ -169,13 +169,22 @@ impl Core {
 
     /// SETXATTR by `uid`. On the root, the reserved `user.boundfs.*` names are
     /// control (see `Core::control_set`: EPERM, EINVAL). Errors otherwise: the
-    /// backing errno. Writing `system.posix_acl_access` can change the mode
+    /// backing errno, ENOSPC when the bytes the value can take on BACKING
+    /// (its name and value rounded up to 4 KiB) cannot be made room for.
+    /// Writing `system.posix_acl_access` can change the mode
     /// (see [`Core::acl_set_mode`]).
     pub fn setxattr(&self, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, uid: u32) -> OpResult<()> {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return self.control_set(name, value, uid);
         }
-        sys::xattr::set(self.inode(ino)?.fd().as_raw_fd(), name, value, flags)?;
+        let i = self.inode(ino)?;
+        // A value too big for the inode takes blocks of its own (ext4: an
+        // external block, or with ea_inode an inode of the value's size),
+        // which `du` counts: reserved first, counted after.
+        let need = (name.len() + value.len()).div_ceil(4096) as u64 * 4096;
+        let _room = self.reserve(need, false)?;
+        sys::xattr::set(i.fd().as_raw_fd(), name, value, flags)?;
+        self.refresh_size(i.key, i.fd());
         self.acl_set_mode(ino, name);
         Ok(())
     }
@@ -186,7 +195,9 @@ impl Core {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return Err(Errno::EPERM);
         }
-        sys::xattr::remove(self.inode(ino)?.fd().as_raw_fd(), name)?;
+        let i = self.inode(ino)?;
+        sys::xattr::remove(i.fd().as_raw_fd(), name)?;
+        self.refresh_size(i.key, i.fd());
         self.acl_set_mode(ino, name);
         Ok(())
     }
