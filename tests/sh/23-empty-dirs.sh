@@ -82,4 +82,18 @@ poll_until 10 "the emptied fan-out leaf removed" test ! -e "$BACKING/kv/fan"
 sg_store "$MNT/kv/flat" 21 21 || fail "a store into the flat directory after its blocks were evicted"
 assert_exists "$BACKING/kv/flat/page021.bin" "the store after eviction"
 bfs_unmount
+
+# after a restart: a directory found holding 16 or more blocks is a flat
+# store too (the start-up index counts them)
+rm -rf "${BACKING:?}"/*
+for i in $(seq 1 20); do mkblock_old "$BACKING/kv/flat/page$i.bin" 256K "$i"; done
+mkblock_old "$BACKING/kv/fan/x/one.bin" 256K 0
+bfs_mount max_size=16M
+res=$(kv_store "$MNT/other" 12 flat2) || fail "writer crashed"
+assert_eq 0 "$(json_get "$res" errors)" "store errors ($res)"
+poll_until 10 "the flat store's blocks evicted (after a restart)" test -z "$(find "$BACKING/kv/flat" -name '*.bin')"
+poll_until 10 "the emptied fan-out leaf removed (after a restart)" test ! -e "$BACKING/kv/fan"
+[ -d "$BACKING/kv/flat" ] || fail "the flat store's directory, indexed at start-up, was removed when eviction emptied it"
+sg_store "$MNT/kv/flat" 22 22 || fail "a store into the flat directory after a restart and its eviction"
+bfs_unmount
 log PASS
