@@ -52,6 +52,7 @@ if ((TESTS)); then
     command -v sqlite3 >/dev/null || need+=(sqlite3)
     command -v git >/dev/null || need+=(git)
     command -v rsync >/dev/null || need+=(rsync)
+    command -v strace >/dev/null || need+=(strace)
     # CPython's tests: pyenv and python.org builds ship them; Debian's python3
     # needs the testsuite package of its own version (tests/sh/83 uses whichever
     # python3 has them, the one on PATH first)

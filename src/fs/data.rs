@@ -361,6 +361,18 @@ impl Core {
         }
     }
 
+    /// FSYNCDIR: `fsync` (`fdatasync` with `datasync`) of the backing
+    /// directory OPENDIR opened, so an entry created, renamed or removed in
+    /// it is durable once the client's fsync on the directory returns (what
+    /// sqlite, git and tmp+rename writers rely on; `fsync(2)`). Errors:
+    /// EBADF for a handle that is not open; the backing errno.
+    pub fn fsyncdir(&self, fh: u64, datasync: bool) -> OpResult<()> {
+        let s = self.dirs.read().get(&fh).cloned().ok_or(Errno::EBADF)?;
+        let fd = s.lock().fd.as_raw_fd();
+        // The stream stays in the table (and its fd open) while `s` is held.
+        sys::fsync(fd, datasync)
+    }
+
     /// RELEASEDIR.
     pub fn releasedir(&self, fh: u64) {
         self.dirs.write().remove(&fh);

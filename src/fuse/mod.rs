@@ -416,9 +416,12 @@ impl Filesystem for BoundFs {
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         self.core.stats().requests.count(Op::Fsyncdir);
-        reply.ok();
+        match self.core.fsyncdir(fh.0, datasync) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply_err!(self, reply, Fsyncdir, Target::Dir(fh.0), e),
+        }
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
