@@ -144,18 +144,20 @@ impl Core {
             return Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) });
         }
         // The whole list, then without trusted.*; retried if it grew meanwhile.
-        let mut all = Vec::new();
+        let mut all = None;
         for _ in 0..4 {
-            all = vec![0u8; sys::xattr::list(fd, &mut [])?];
-            match sys::xattr::list(fd, &mut all) {
+            let mut buf = vec![0u8; sys::xattr::list(fd, &mut [])?];
+            match sys::xattr::list(fd, &mut buf) {
                 Ok(n) => {
-                    all.truncate(n);
+                    buf.truncate(n);
+                    all = Some(buf);
                     break;
                 }
                 Err(e) if e == Errno::ERANGE => continue,
                 Err(e) => return Err(e),
             }
         }
+        let all = all.ok_or(Errno::ERANGE)?;
         let shown: Vec<u8> =
             all.split_inclusive(|&b| b == 0).filter(|n| !n.starts_with(b"trusted.")).flatten().copied().collect();
         if size == 0 {
