@@ -351,6 +351,7 @@ mod tests {
     use std::ffi::OsStr;
 
     use super::*;
+    use crate::stats::Stats;
     use crate::testing::{ROOT, core, store};
 
     #[test]
@@ -387,6 +388,37 @@ mod tests {
         assert_eq!(usage(), before - freed);
         b.release(fh);
         let _ = y;
+    }
+
+    #[test]
+    fn an_inline_eviction_first_reads_a_sweep_published_just_after_the_last_read() {
+        // Node A (the sweeper) and node B count the same three blocks; B's
+        // LRU differs (it just read x.bin), and B is full.
+        let d = tempfile::tempdir().unwrap();
+        let mut a = core(d.path(), 1 << 30);
+        a.shared = true;
+        for name in ["x.bin", "y.bin", "z.bin"] {
+            store(&a, name, &[1u8; 8192]);
+        }
+        let full = core(d.path(), 1 << 30).accounts().lock().usage();
+        let mut b = core(d.path(), full);
+        b.shared = true;
+        let x = b.lookup(ROOT, OsStr::new("x.bin")).unwrap();
+        let fh = b.open(x.ino, libc::O_RDONLY).unwrap().fh;
+        b.release(fh);
+        // B's evictor loop reads the journals (nothing new); within READ_GAP
+        // A sweeps x.bin and publishes it.
+        assert_eq!(b.journal_apply(false), 0);
+        let (victim, path) = a.accounts().lock().take_victim().unwrap();
+        assert_eq!(path, Path::new("x.bin"));
+        a.evict_victim(victim, &path).unwrap();
+        a.journal_publish();
+        // B's write needs one block: x.bin's room is free already, so B
+        // evicts nothing (it used to evict y.bin, its own coldest).
+        let r = b.reserve(8192, true).unwrap();
+        assert_eq!(Stats::get(&b.stats().evictions), 0, "B evicted for room A had freed");
+        assert!(d.path().join("y.bin").exists() && d.path().join("z.bin").exists());
+        drop(r);
     }
 
     #[test]

@@ -371,6 +371,7 @@ impl Core {
             return Ok(Reservation { core: self, bytes: 0 });
         }
         let mut waited = false;
+        let mut journal_read = false;
         for _ in 0..16 {
             let (short, evictable) = {
                 let mut l = self.accounts.lock();
@@ -399,10 +400,16 @@ impl Core {
                 }
             };
             // Shared tier: blocks other nodes evicted since this node last
-            // read their journals are free already (see fs/journal.rs).
-            if self.journal_apply(false) > 0 {
+            // read their journals are free already (see fs/journal.rs). The
+            // first time a request needs an eviction, read them even within
+            // READ_GAP of the last read: the evictor loop reads them once a
+            // second, and a sweep published in between would otherwise be
+            // evicted for again here (two nodes evicting the same room).
+            if self.journal_apply(!journal_read) > 0 {
+                journal_read = true;
                 continue;
             }
+            journal_read = true;
             // What can never fit fails at once, without evicting anything.
             if short > evictable || self.evict(short, wait) == 0 {
                 break;

@@ -77,7 +77,12 @@ def cmd_check(a):
     return 0
 
 
-def store_one(root, h, size):
+def store_one(root, h, size, phase=None):
+    """One vLLM-style store of block h under root: "stored", "enospc" or
+    "errors". phase(tmp_path or None): called with the temporary's path just
+    before its write begins and with None once its close has returned (or
+    the store failed), so a caller can tell which stores are in flight."""
+    phase = phase or (lambda _p: None)
     dest = dest_of(root, h)
     if os.path.exists(dest):
         return "stored"
@@ -89,9 +94,11 @@ def store_one(root, h, size):
         buf.write(content(size, h))
         fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | os.O_DIRECT, 0o644)
         try:
+            phase(tmp)
             w = os.write(fd, buf)
         finally:
             os.close(fd)
+            phase(None)
         if w != size:
             raise OSError(errno.EIO, "short write %d" % w)
         os.rename(tmp, dest)

@@ -3,7 +3,8 @@
 
 usage: shared_load.py --mnt MNT1 --mnt MNT2 [--mnt MNT3 ...] --sample ROOT --max BYTES
            [--low 0.9] [--block 2M] [--seconds S] [--rate R] [--held H]
-           [--hot K] [--cold K] [--reconcile SECS]
+           [--hot K] [--cold K] [--statfs FSROOT [--client ROOT ...]
+           [--redis URL [--redis-netns /run/netns/NAME]] [--trace FILE]]
 
 Before the clock starts, node 1 stores H "held" blocks, K "hot" and K "cold"
 blocks (vLLM layout, blocks.py store_one); node 2 opens the held ones and
@@ -24,7 +25,11 @@ keeps them open. Then for S seconds:
 At the end node 2 reads the held blocks to EOF and checks them. Prints one
 line of JSON: peak, longest time over max_size, mean and lowest occupancy
 after the first fill to the low watermark, cross-node hits and tries, held
-and hot survival, store errors, store rate.
+and hot survival, store errors, store rate. With --client (every node's
+JuiceFS client root, in --mnt order, the --statfs one first) each sample is
+traced (occupancy_trace.py): the JSON adds the lowest reading plus the bytes
+of stores in flight (min_with_inflight, bytes) and the decomposition of the
+lowest samples (lowest); --trace writes every sample, one JSON line each.
 """
 import argparse
 import errno
@@ -38,6 +43,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from blocks import content, dest_of, key, size_of, store_one  # noqa: E402
 from du_sampler import usage, used  # noqa: E402
+from occupancy_trace import InFlight, RedisCounter, Tracer, credit_inflight, decompose, write_trace  # noqa: E402
 
 
 def read_all(path, size, seed):
@@ -72,6 +78,12 @@ def main():
     p.add_argument("--statfs", metavar="FSROOT",
                    help="sample statvfs used bytes of FSROOT (a volume holding only the shared tree: one "
                         "atomic reading) instead of walking --sample")
+    p.add_argument("--client", action="append", default=[],
+                   help="with --statfs: every node's JuiceFS client root (the --statfs one first); each sample "
+                        "then also records what is in flight (occupancy_trace.py)")
+    p.add_argument("--redis", help="the volume's Redis URL, for its usedSpace counter (with --client)")
+    p.add_argument("--redis-netns", help="network namespace (/run/netns/NAME) that reaches --redis")
+    p.add_argument("--trace", help="write every traced sample here, one JSON line each")
     a = p.parse_args()
     size = size_of(a.block)
     m1, m2 = a.mnt[0], a.mnt[1]
@@ -98,10 +110,21 @@ def main():
     samples = []
     recent = [[] for _ in range(n)]
 
+    tracer, inflight = None, InFlight(n)
+    if a.client:
+        redis = RedisCounter(a.redis, a.redis_netns) if a.redis else None
+        tracer = Tracer(a.client, a.sample, a.mnt, inflight, redis)
+    traced = []
+
     def sampler():
         t0 = time.monotonic()
         while not stop.is_set():
-            samples.append((time.monotonic() - t0, used(a.statfs) if a.statfs else usage(a.sample)))
+            if tracer:
+                s = tracer.sample()
+                traced.append((time.monotonic() - t0, s))
+                samples.append((traced[-1][0], s["used"]))
+            else:
+                samples.append((time.monotonic() - t0, used(a.statfs) if a.statfs else usage(a.sample)))
             time.sleep(0.1)
 
     def store(k):
@@ -109,7 +132,7 @@ def main():
         nxt = time.monotonic()
         while not stop.is_set():
             h = key("n%d" % k, i)
-            r = store_one(mnt, h, size)
+            r = store_one(mnt, h, size, inflight.hook(k))
             with lock:
                 if r == "stored":
                     res["stored"][k] += 1
@@ -203,6 +226,19 @@ def main():
         "nodes": n,
         "store_rate_bytes_per_s": int(max(res["stored"]) * size / secs),
     }
+    if tracer:
+        credit_inflight(traced, inflight.intervals(), size)
+    if tracer and fill is not None:
+        # the floor the issue asks, with the stores in flight counted
+        # (occupancy_trace.py): the sampler's reading + the bytes of open
+        # temporaries not yet shown
+        with_fl = [s["used"] + s["inflight"] for _, s in traced[fill:]]
+        out["min_with_inflight"] = min(with_fl)
+        out["min_occupancy_with_inflight"] = round(min(with_fl) / a.max, 4)
+        out["mean_inflight"] = int(sum(s["inflight"] for _, s in traced[fill:]) / len(with_fl))
+        out["lowest"] = decompose(traced, fill, int(a.low * a.max), size)
+    if a.trace and traced:
+        write_trace(a.trace, traced)
     print(json.dumps(out))
     return 0
 
