@@ -58,14 +58,14 @@ pub fn claim(backing: &Path) -> Result<BackingClaim, String> {
                  directory: use that mount, or unmount it first (umount {})",
                 backing.display(),
                 point.display(),
-                point.display()
+                shell_word(point)
             ),
             Some(rel) => format!(
                 "backing directory {} is {rel} {source} that the boundfs mounted at {} serves; one mount per \
                  backing tree: use that mount, or unmount it first (umount {})",
                 backing.display(),
                 point.display(),
-                point.display()
+                shell_word(point)
             ),
         };
         return Err(msg);
@@ -186,6 +186,18 @@ pub fn unescape(f: &str) -> String {
     f.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 }
 
+/// `p` as one shell word, for the commands error messages suggest
+/// (`umount PATH`): as is when it holds only letters, digits and `_./,:@+=-`,
+/// else in single quotes (a `'` inside written `'\''`), so a copied
+/// command works on a mountpoint with a space in its name.
+pub fn shell_word(p: &Path) -> String {
+    let s = p.to_string_lossy();
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_./,:@+=-".contains(c)) {
+        return s.into_owned();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +210,13 @@ mod tests {
         assert!(e.contains("already served by a live boundfs"), "{e}");
         drop(first);
         assert!(claim(d.path()).is_ok());
+    }
+
+    #[test]
+    fn shell_words_quote_what_the_shell_would_split() {
+        assert_eq!(shell_word(Path::new("/mnt/kv-1")), "/mnt/kv-1");
+        assert_eq!(shell_word(Path::new("/mnt/k v")), "'/mnt/k v'");
+        assert_eq!(shell_word(Path::new("/mnt/it's")), "'/mnt/it'\\''s'");
     }
 
     #[test]

@@ -399,7 +399,7 @@ pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBu
         return err(format!(
             "mountpoint {} is {what} (of {source}); unmount it first: {fix} {}",
             m.display(),
-            m.display()
+            crate::claim::shell_word(&m)
         ));
     }
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(b.as_os_str()))

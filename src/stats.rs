@@ -417,6 +417,11 @@ impl Requests {
         self.0[op as usize].fetch_add(1, Relaxed);
     }
 
+    /// How many requests of `op` were received.
+    pub fn received(&self, op: Op) -> u64 {
+        self.0[op as usize].load(Relaxed)
+    }
+
     /// Every opcode received at least once, by kernel name, with its count.
     pub fn snapshot(&self) -> std::collections::BTreeMap<String, u64> {
         OPS.iter().zip(&self.0).map(|(name, c)| (name.to_string(), c.load(Relaxed))).filter(|&(_, n)| n > 0).collect()

@@ -31,7 +31,7 @@ use crate::fuse::BoundFs;
 use crate::key::key_of;
 use crate::ledger::policy::Policy;
 use crate::ledger::{Kind, Ledger};
-use crate::stats::Stats;
+use crate::stats::{Op, Stats};
 use crate::sys;
 use crate::workers::{evictor, reconcile, scan, stamp, warm, watch};
 use sdnotify::Notify;
@@ -248,6 +248,17 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         notify.send("STOPPING=1");
     }
     let _ = serve.join();
+    // After DESTROY the kernel tears the connection down; a read racing that
+    // (a RELEASE in flight at the last close of a lazily detached mount)
+    // ends the session with ECONNABORTED instead of ENODEV: a clean unmount
+    // all the same, which must exit 0 (systemd would mark the unit failed).
+    let result = match result {
+        Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) && core.stats().requests.received(Op::Destroy) > 0 => {
+            log::debug!("FUSE session ended with {e} after DESTROY: a clean unmount");
+            Ok(())
+        }
+        r => r,
+    };
     stop.store(true, Ordering::Relaxed);
     core.wake_evictor();
     core.stamper.kick();

@@ -205,6 +205,9 @@ impl Accounts {
         let stamp = l.touch(c.key, now, interval);
         if let Some((dkey, dsize)) = c.dir {
             l.set_size(dkey, dsize);
+            if c.fresh {
+                l.file_made_in(dkey);
+            }
         }
         Ok(After { stamp, wake: l.should_wake(), block: c.block })
     }

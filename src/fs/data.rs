@@ -93,6 +93,36 @@ fn dtype(t: u8) -> fuser::FileType {
     }
 }
 
+/// A SETATTR with nothing to set is the kernel asking the daemon to kill
+/// privileges (FUSE_HANDLE_KILLPRIV_V2): for chown(f, -1, -1), or
+/// file_remove_privs() before an fallocate (chown_common() in fs/open.c,
+/// file_remove_privs() in fs/inode.c). For a caller without CAP_FSETID
+/// (`unprivileged`: not root) a chown to -1:-1 on the backing file clears
+/// what the VFS clears: S_ISUID, S_ISGID with group-execute,
+/// security.capability. For root only security.capability goes (the two
+/// requests look alike, and root's fallocate keeps the set-ID bits; root's
+/// chown(f, -1, -1) therefore keeps them on the mount, where a plain
+/// directory clears them). Directories are left alone. Failures are logged
+/// at debug level: the request itself set nothing.
+fn kill_privs_empty_setattr(i: &super::Inode, unprivileged: bool) {
+    if i.fmt == libc::S_IFDIR {
+        return;
+    }
+    sys::tick();
+    let r = if unprivileged {
+        sys::check(unsafe { libc::fchownat(i.fd().as_raw_fd(), c"".as_ptr(), u32::MAX, u32::MAX, libc::AT_EMPTY_PATH) })
+            .map(drop)
+    } else {
+        match sys::xattr::remove(i.fd().as_raw_fd(), std::ffi::OsStr::new("security.capability")) {
+            Err(e) if e == Errno::ENODATA => Ok(()),
+            r => r,
+        }
+    };
+    if let Err(e) = r {
+        log::debug!("killing privileges of inode {} failed: {e:?}", i.ino);
+    }
+}
+
 /// The mode `mode` keeps after an unprivileged write or truncate: without
 /// S_ISUID, and without S_ISGID when S_IXGRP is set (a set-group-ID file
 /// without group-execute is a mandatory-locking marker the VFS leaves alone;
@@ -273,6 +303,9 @@ impl Core {
         if atime.is_some() || mtime.is_some() {
             let ts = [timespec(atime), timespec(mtime)];
             check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), ts.as_ptr(), 0) })?;
+        }
+        if mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() && atime.is_none() && mtime.is_none() {
+            kill_privs_empty_setattr(&i, kill_suidgid);
         }
         let mut st = sys::fstat(i.fd())?;
         if size.is_some() && mode.is_none() && kill_suidgid {

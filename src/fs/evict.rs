@@ -46,6 +46,12 @@ use crate::sys;
 /// How long an inline eviction waits for its invalidations to reach the kernel.
 pub const INVAL_WAIT: Duration = Duration::from_millis(200);
 
+/// Files created in one directory through the mount from which on eviction
+/// never removes that directory once it is empty (see
+/// [`Core::reap_empty_dirs`]): an engine's flat store. A fan-out leaf (vLLM's
+/// `abc/de_g0/`, one of 2^20) holds a block or two.
+pub const FLAT_STORE_FILES: u8 = 16;
+
 impl Core {
     /// Evicts least recently used blocks until `bytes` are freed or none is
     /// left. Returns the bytes freed. With `wait`, waits (bounded) until the
@@ -348,7 +354,12 @@ impl Core {
     /// which lookup also takes: so a client that just resolved it (say
     /// between the `mkdir -p` of its parent and the create inside it) keeps
     /// it. Until then the kernel is asked to drop its entry, and it is retried
-    /// on later passes (for a minute at most).
+    /// on later passes (for a minute at most). A directory in which
+    /// [`FLAT_STORE_FILES`] or more files were created through the mount is
+    /// kept: it is an engine's flat store, made once at start-up (SGLang's
+    /// HiCacheFile `file_path`, LMCache's local disk path), whose next store
+    /// would fail with ENOENT without it; engines with fan-out directories
+    /// (vLLM, llm-d) make them before each store, a block or two in each.
     pub fn reap_empty_dirs(&self) {
         let batch = std::mem::take(&mut *self.empty_dirs.lock());
         let mut retry = Vec::new();
@@ -359,6 +370,9 @@ impl Core {
                     return Err(Kept::Replaced);
                 }
                 let dkey = key_of(st);
+                if self.accounts.lock().get(&dkey).is_some_and(|e| e.files_made >= FLAT_STORE_FILES) {
+                    return Err(Kept::Replaced);
+                }
                 if self.inodes.ino_of(&dkey).is_some() {
                     return Err(Kept::Busy);
                 }

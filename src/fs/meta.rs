@@ -130,23 +130,63 @@ impl Core {
         Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) })
     }
 
-    /// LISTXATTR, same size protocol as [`Core::getxattr`].
-    pub fn listxattr(&self, ino: INodeNo, size: u32) -> OpResult<Xattr> {
+    /// LISTXATTR, same size protocol as [`Core::getxattr`]. A caller other
+    /// than root (`privileged` false, standing for "lacks CAP_SYS_ADMIN") is
+    /// not shown `trusted.*` names, as a plain directory hides them from it
+    /// (the trusted handler's `list` in fs/xattr.c; a root daemon would list
+    /// them, and `cp --preserve=xattr` then fails reading them). Errors:
+    /// ERANGE when the list is longer than `size`, the backing errno.
+    pub fn listxattr(&self, ino: INodeNo, size: u32, privileged: bool) -> OpResult<Xattr> {
         let fd = self.inode(ino)?.fd().as_raw_fd();
-        let mut buf = vec![0u8; size as usize];
-        let n = sys::xattr::list(fd, &mut buf)?;
-        Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) })
+        if privileged || self.euid != 0 {
+            let mut buf = vec![0u8; size as usize];
+            let n = sys::xattr::list(fd, &mut buf)?;
+            return Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) });
+        }
+        // The whole list, then without trusted.*; retried if it grew meanwhile.
+        let mut all = None;
+        for _ in 0..4 {
+            let mut buf = vec![0u8; sys::xattr::list(fd, &mut [])?];
+            match sys::xattr::list(fd, &mut buf) {
+                Ok(n) => {
+                    buf.truncate(n);
+                    all = Some(buf);
+                    break;
+                }
+                Err(e) if e == Errno::ERANGE => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        let all = all.ok_or(Errno::ERANGE)?;
+        let shown: Vec<u8> =
+            all.split_inclusive(|&b| b == 0).filter(|n| !n.starts_with(b"trusted.")).flatten().copied().collect();
+        if size == 0 {
+            Ok(Xattr::Size(shown.len() as u32))
+        } else if shown.len() > size as usize {
+            Err(Errno::ERANGE)
+        } else {
+            Ok(Xattr::Data(shown))
+        }
     }
 
     /// SETXATTR by `uid`. On the root, the reserved `user.boundfs.*` names are
     /// control (see `Core::control_set`: EPERM, EINVAL). Errors otherwise: the
-    /// backing errno. Writing `system.posix_acl_access` can change the mode
+    /// backing errno, ENOSPC when the bytes the value can take on BACKING
+    /// (its name and value rounded up to 4 KiB) cannot be made room for.
+    /// Writing `system.posix_acl_access` can change the mode
     /// (see [`Core::acl_set_mode`]).
     pub fn setxattr(&self, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, uid: u32) -> OpResult<()> {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return self.control_set(name, value, uid);
         }
-        sys::xattr::set(self.inode(ino)?.fd().as_raw_fd(), name, value, flags)?;
+        let i = self.inode(ino)?;
+        // A value too big for the inode takes blocks of its own (ext4: an
+        // external block, or with ea_inode an inode of the value's size),
+        // which `du` counts: reserved first, counted after.
+        let need = (name.len() + value.len()).div_ceil(4096) as u64 * 4096;
+        let _room = self.reserve(need, false)?;
+        sys::xattr::set(i.fd().as_raw_fd(), name, value, flags)?;
+        self.refresh_size(i.key, i.fd());
         self.acl_set_mode(ino, name);
         Ok(())
     }
@@ -157,7 +197,9 @@ impl Core {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return Err(Errno::EPERM);
         }
-        sys::xattr::remove(self.inode(ino)?.fd().as_raw_fd(), name)?;
+        let i = self.inode(ino)?;
+        sys::xattr::remove(i.fd().as_raw_fd(), name)?;
+        self.refresh_size(i.key, i.fd());
         self.acl_set_mode(ino, name);
         Ok(())
     }

@@ -28,6 +28,7 @@ mod direct;
 mod meta;
 mod namespace;
 pub mod own_removals;
+mod owner;
 mod recreate;
 pub mod shared;
 pub mod unevictable;
@@ -433,26 +434,6 @@ impl Core {
 
     fn take_handle(&self, fh: u64) -> Option<Arc<Handle>> {
         self.handles.write().remove(&fh)
-    }
-
-    /// Gives a new object to the requesting user when the daemon runs as root
-    /// (the daemon creates everything with its own credentials).
-    fn chown_new(&self, fd: BorrowedFd<'_>, who: Caller) {
-        if self.euid == 0 && (who.uid != 0 || who.gid != 0) {
-            sys::tick();
-            let r = unsafe {
-                libc::fchownat(
-                    std::os::fd::AsRawFd::as_raw_fd(&fd),
-                    c"".as_ptr(),
-                    who.uid,
-                    who.gid,
-                    libc::AT_EMPTY_PATH,
-                )
-            };
-            if r != 0 {
-                log::debug!("chown of a new object to {}:{} failed", who.uid, who.gid);
-            }
-        }
     }
 
     /// Registers an object found or made under `parent` as `name`, gives the

@@ -78,7 +78,7 @@ impl Core {
         // An existing file may be evicted by another node: the same lock as OPEN.
         self.lock_opened(fd.as_fd())?;
         if created {
-            self.chown_new(fd.as_fd(), who);
+            self.own_new(p.fd(), fd.as_fd(), who);
         }
         let st = sys::fstat(fd.as_fd())?;
         let key = key_of(&st);
@@ -112,7 +112,7 @@ impl Core {
     fn made(&self, p: &super::Inode, name: &OsStr, who: Caller) -> OpResult<FileAttr> {
         let c = sys::cname(name)?;
         let fd = sys::open_path(p.fd(), &c)?;
-        self.chown_new(fd.as_fd(), who);
+        self.own_new(p.fd(), fd.as_fd(), who);
         let st = sys::fstat(fd.as_fd())?;
         self.accounts.lock().fresh(key_of(&st));
         self.refresh_dir(p);

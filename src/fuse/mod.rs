@@ -458,9 +458,9 @@ impl Filesystem for BoundFs {
         }
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         self.core.stats().requests.count(Op::Listxattr);
-        match self.core.listxattr(ino, size) {
+        match self.core.listxattr(ino, size, req.uid() == 0) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
             Err(e) => reply_err!(self, reply, Listxattr, Target::Ino(ino), e),

@@ -64,6 +64,9 @@ pub struct Entry {
     pub(super) used: bool,
     /// Created through this mount (shared mode: this node's part of usage).
     pub(super) local: bool,
+    /// A directory: files created in it through the mount since it was
+    /// first seen (saturating; see [`super::Ledger::file_made_in`]).
+    pub files_made: u8,
 }
 
 impl Entry {
@@ -82,6 +85,7 @@ impl Entry {
             linked: false,
             used: true,
             local: false,
+            files_made: 0,
         }
     }
 

@@ -326,6 +326,16 @@ impl Ledger {
         }
     }
 
+    /// Counts one file created through the mount in the directory `dir`
+    /// (saturating at 255), so eviction can tell an engine's flat store
+    /// (many files in one directory it made once) from a fan-out directory
+    /// holding a block or two (`Core::reap_empty_dirs`).
+    pub fn file_made_in(&mut self, dir: FileKey) {
+        if let Some(e) = self.entries.get_mut(&dir) {
+            e.files_made = e.files_made.saturating_add(1);
+        }
+    }
+
     /// Sets the allocated size of a known key (bytes); unknown keys are ignored.
     pub fn set_size(&mut self, key: FileKey, size: u64) {
         if let Some(e) = self.entries.get_mut(&key) {

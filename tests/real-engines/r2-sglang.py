@@ -6,7 +6,7 @@ Requests in HiCache's shape: pages keyed by a hash chain; `exists` page by
 page until the first miss (the prefix in storage), `batch_get` of that
 prefix into host tensors, `batch_set` of the rest; two threads issue
 requests at once, as SGLang's prefetch and backup threads do. Pages are
-2 MiB bf16 tensors. Three instances, each >= 3x max_size stored:
+2 MiB bf16 tensors. Three instances, each >= 3x max_size stored, and a fourth:
 1. model A, no engine-side limit, `enable_metadata_cache` (a long TTL):
    boundfs alone bounds the directory; a page evicted behind the cache is
    still "present" to `exists`, and `get` is then a clean miss (None);
@@ -15,7 +15,9 @@ requests at once, as SGLang's prefetch and backup threads do. Pages are
    every `set()` succeeds because statfs's f_bavail counts the bytes
    boundfs can evict (with f_bavail = max_size - usage, each was refused);
 3. model C with SGLang's own LRU evictor (`max_size=1G`, clamped to the
-   statfs total minus min_free_space) beside boundfs's.
+   statfs total minus min_free_space) beside boundfs's;
+4. model D in a directory of its own, made once at start-up: B's pages
+   evict all 20 of D's, the directory stays, and D's next `set()` works.
 Asserted throughout: every get is the exact bytes or None for a page gone
 from BACKING, never an exception; BACKING's usage, sampled atomically every
 2 ms, never exceeds max_size + 1 MiB; at the end the newest pages are hits
@@ -147,6 +149,17 @@ def main(m, backing):
     for k in totals:
         totals[k] += c[k]
 
+    # ---- 4 (set up before 2). model D in a directory of its own, which
+    # SGLang makes once, at start-up: 20 pages; model B's pages then evict
+    # them all. A fan-out leaf with one block, emptied by the same eviction,
+    # shows when the reaper has run past both (see after 2).
+    d = Driver(m, storage(m.m("hicache-d"), "model/D"), "D")
+    for i in range(20):
+        check(d.h.set(page_key("D", i), page(page_key("D", i))), "D: set() of page %d" % i)
+    os.makedirs(m.m("fan", "x"))
+    with open(m.m("fan", "x", "one.bin"), "wb") as f:
+        f.write(b"x" * 4096)
+
     # ---- 2. model B gates on min_free_space, the mount full of A's cold pages
     v = os.statvfs(root)
     log("before B: f_bfree %d bytes, f_bavail %d bytes" % (v.f_bfree * v.f_frsize, v.f_bavail * v.f_frsize))
@@ -154,6 +167,19 @@ def main(m, backing):
     c = b.run(convs=4, turns=6, growth=4)
     for k in totals:
         totals[k] += c[k]
+
+    # ---- 4. D's pages are evicted; once the emptied leaf is removed, D's
+    # directory must still be there and take D's next page (it was removed
+    # with its last page, and every later set() failed with ENOENT)
+    def pending():
+        check(os.path.isdir(m.b("hicache-d")), "D: its directory was removed when eviction emptied it")
+        return os.path.exists(m.b("fan")) or any(n.endswith(".bin") for n in os.listdir(m.b("hicache-d")))
+    deadline = time.monotonic() + 10
+    while pending():
+        check(time.monotonic() < deadline, "D's pages or the fan-out leaf still in BACKING 10 s after B's stores")
+        time.sleep(0.05)
+    check(d.h.set(page_key("D", 99), page(page_key("D", 99))), "D: set() after eviction emptied its directory")
+    log("D: its directory stayed when eviction emptied it; the next set() stored")
 
     # ---- 3. model C with SGLang's own LRU evictor beside boundfs's
     cs = Driver(m, storage(root, "model/C", max_size="1G", min_free_space="8M"), "C")

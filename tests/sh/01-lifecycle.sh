@@ -63,4 +63,14 @@ got=$(timeout 10 $OP stat "$MNT/f"); rc=$?
 [ "$rc" -ne 124 ] || fail "stat on the mount of a killed daemon hung"
 assert_eq ENOTCONN "${got%% *}" "stat on the mount of a killed daemon"
 umount -l "$MNT"
+
+# a mountpoint with a quote and parentheses in its name: the unmount command the
+# refusal of a second mount suggests works when pasted into a shell
+MNT="$BFS_TMP/it's(kv)"; mkdir -p "$MNT"
+bfs_mount max_size=64M
+out=$("$BOUNDFS" -f "$BACKING" "$MNT" -o max_size=8M 2>&1)
+cmd=${out##*unmount it first: }
+log "suggested: $cmd"
+sh -c "$cmd" || fail "the suggested command failed: $cmd"
+bfs_expect_exit 0 "after the suggested umount"
 bfs_done

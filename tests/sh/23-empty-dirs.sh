@@ -2,6 +2,9 @@
 # Empty parent directories left by eviction are removed (up to, never
 # including, BACKING); directories that still hold something stay; the
 # mount does not show the removed directories and they can be re-created.
+# An engine's flat store (a directory made once at start-up in which it
+# then creates many files: SGLang's HiCacheFile, LMCache's local disk) stays
+# when eviction empties it, so the engine's next store in it works.
 . "$(dirname "$0")/lib.sh"
 
 MAX=$((24 * MiB))
@@ -48,5 +51,49 @@ assert_errno OK writefile "$MNT/filler.txt" 3M
 poll_until 10 "empty dirs removed after evicting the last block" test ! -e "$BACKING/only"
 [ -d "$BACKING" ] || fail "BACKING removed"
 ls "$MNT" >/dev/null || fail "mount root unusable"
+bfs_unmount
+
+# a flat store as SGLang's HiCacheFile keeps it: makedirs once, then each
+# store is .<uuid4 hex>.tmp then os.replace to <key>.bin; 20 stores of
+# 256 KiB in kv/flat, one block in kv/fan/x (a fan-out leaf), then 24 MiB
+# elsewhere evict both. Once the leaf is removed (the reaper has run past
+# both), the flat store must still be there and take a store.
+rm -rf "${BACKING:?}"/*
+bfs_mount max_size=16M
+sg_store() { # DIR FIRST LAST
+    $PY - "$@" <<'PYEOF'
+import os, sys, uuid
+d, a, b = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(a, b + 1):
+    tmp = os.path.join(d, ".%s.tmp" % uuid.uuid4().hex)
+    with open(tmp, "wb") as f:
+        f.write(os.urandom(256 << 10))
+    os.replace(tmp, os.path.join(d, "page%03d.bin" % i))
+PYEOF
+}
+mkdir -p "$MNT/kv/flat" "$MNT/kv/fan/x" || fail "mkdir"
+sg_store "$MNT/kv/flat" 1 20 || fail "stores into the flat directory"
+mkblock "$MNT/kv/fan/x/one.bin" 256K
+res=$(kv_store "$MNT/other" 12 flat) || fail "writer crashed"
+assert_eq 0 "$(json_get "$res" errors)" "store errors ($res)"
+poll_until 10 "the flat store's blocks evicted" test -z "$(find "$BACKING/kv/flat" -name '*.bin')"
+poll_until 10 "the emptied fan-out leaf removed" test ! -e "$BACKING/kv/fan"
+[ -d "$BACKING/kv/flat" ] || fail "the flat store's directory was removed when eviction emptied it"
+sg_store "$MNT/kv/flat" 21 21 || fail "a store into the flat directory after its blocks were evicted"
+assert_exists "$BACKING/kv/flat/page021.bin" "the store after eviction"
+bfs_unmount
+
+# after a restart: a directory found holding 16 or more blocks is a flat
+# store too (the start-up index counts them)
+rm -rf "${BACKING:?}"/*
+for i in $(seq 1 20); do mkblock_old "$BACKING/kv/flat/page$i.bin" 256K "$i"; done
+mkblock_old "$BACKING/kv/fan/x/one.bin" 256K 0
+bfs_mount max_size=16M
+res=$(kv_store "$MNT/other" 12 flat2) || fail "writer crashed"
+assert_eq 0 "$(json_get "$res" errors)" "store errors ($res)"
+poll_until 10 "the flat store's blocks evicted (after a restart)" test -z "$(find "$BACKING/kv/flat" -name '*.bin')"
+poll_until 10 "the emptied fan-out leaf removed (after a restart)" test ! -e "$BACKING/kv/fan"
+[ -d "$BACKING/kv/flat" ] || fail "the flat store's directory, indexed at start-up, was removed when eviction emptied it"
+sg_store "$MNT/kv/flat" 22 22 || fail "a store into the flat directory after a restart and its eviction"
 bfs_unmount
 log PASS

@@ -2,8 +2,12 @@
 # Privileges on write and truncate (FUSE_HANDLE_KILLPRIV_V2): the kernel no
 # longer asks GETXATTR security.capability before a file's first write, and
 # the daemon clears what the VFS clears on a plain directory: set-user-ID on
-# an unprivileged write or truncate, set-group-ID too when group-execute is
-# set, security.capability on any write; root (CAP_FSETID) keeps the bits.
+# an unprivileged write, truncate or fallocate, set-group-ID too when
+# group-execute is set, security.capability on any write; root (CAP_FSETID)
+# keeps the bits. chown(f, -1, -1) by a user clears them as a write does
+# (chown_common() in fs/open.c; the kernel sends the daemon a SETATTR with
+# nothing to set, as for fallocate's file_remove_privs(), so root's
+# chown(f, -1, -1) keeps them on the mount: README, Known limits).
 # Every case runs on a plain directory and through the mount, and must agree.
 . "$(dirname "$0")/lib.sh"
 bfs_user
@@ -36,6 +40,8 @@ case_() {
         case $op in
             write) r=$([ "$who" = user ] && user_op pwrite "$f" "$flags" data || root_op pwrite "$f" "$flags" data) ;;
             truncate) r=$([ "$who" = user ] && user_op truncate "$f" 1K || root_op truncate "$f" 1K) ;;
+            fallocate) r=$([ "$who" = user ] && user_op fallocate "$f" 0 16K || root_op fallocate "$f" 0 16K) ;;
+            chown) r=$([ "$who" = user ] && user_op lchown "$f" -1 -1 || root_op lchown "$f" -1 -1) ;;
         esac
         [ "$r" = OK ] || fail "$who $op $f: $r"
         local real="$f"; [ "$d" = "$PLAIN" ] || real="$BACKING/shared/$name.bin"
@@ -60,6 +66,10 @@ check sgid-nogx     2745 user write w         2745
 check suid-trunc    4755 user truncate ""     755
 check root-keeps    4755 root write w         4755
 check root-trunc    6775 root truncate ""     6775
+check suid-falloc   6755 user fallocate ""    755
+check root-falloc   6755 root fallocate ""    6755
+check chown-none    6755 user chown ""        755
+check chown-nogx    6745 user chown ""        2745
 
 # Stores cost no GETXATTR: 20 new files written through the mount; the only
 # GETXATTRs counted meanwhile are the two of the status read itself.
