@@ -107,8 +107,8 @@ pub struct Args {
     /// syslog (daemon mode) or stderr (-f, systemd).
     #[arg(long, value_name = "PATH", help_heading = MOUNT_OPTIONS)]
     pub log_file: Option<PathBuf>,
-    /// Age past which an unopened engine temporary (*.tmp, *.tmp.*) is removed by the reconcile pass
-    /// (0: never; at least 1s).
+    /// Age past which an unopened engine temporary (*.tmp, *.tmp.*) is removed by the reconcile pass,
+    /// by the later of its mtime and ctime (0: never; at least 1s).
     #[arg(long, value_name = "DURATION", default_value = "1h",
           value_parser = |v: &str| config::parse_interval("stale_tmp", v, Duration::from_secs(1)),
           help_heading = MOUNT_OPTIONS)]

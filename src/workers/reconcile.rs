@@ -26,8 +26,9 @@
 //! 5. fix sizes (re-read with `fstat` just before) and give block files
 //!    that lost their name the one the walk found;
 //! 6. remove stale temporaries: regular files named like an engine's
-//!    temporary ([`TMP_PATTERNS`]), with one link, an mtime older than
-//!    `stale_tmp` (default 1 h; 0 disables) and no open handle through the
+//!    temporary ([`TMP_PATTERNS`]), with one link, mtime and ctime both
+//!    older than `stale_tmp` (default 1 h; 0 disables; the ctime because an
+//!    archive extracted just now carries old mtimes) and no open handle through the
 //!    mount, with eviction's protocol: name verified under the stripe, ledger
 //!    `begin_removal` (an open racing it answers ENOENT), truncate, unlink
 //!    (`Core::remove_verified`, the protocol eviction uses).
@@ -134,6 +135,9 @@ struct Walk {
 pub struct Reconciler {
     tmp: GlobSet,
     stale_after: Option<Duration>,
+    /// Tests: how far this reconciler's clock runs ahead of the real one for
+    /// the stale-temporary age (ctime cannot be set back to fake an old file).
+    clock_ahead: Duration,
     /// Path-less entries the previous pass did not see (dropped when missed twice).
     missed: HashSet<FileKey>,
     /// Shared mode: the directories read by earlier passes.
@@ -142,6 +146,15 @@ pub struct Reconciler {
 
 fn mtime_ns(st: &libc::stat) -> i128 {
     i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec)
+}
+
+/// Nanoseconds since the epoch of the later of the mtime and the ctime: the
+/// age of a temporary. The ctime counts too because `tar`, `rsync -a` and
+/// `cp -p` give a file they make just now an old mtime, and only the kernel
+/// sets the ctime (`inode(7)`).
+fn changed_ns(st: &libc::stat) -> i128 {
+    let ctime = i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec);
+    mtime_ns(st).max(ctime)
 }
 
 impl Reconciler {
@@ -156,9 +169,17 @@ impl Reconciler {
         Reconciler {
             tmp: b.build().unwrap_or_else(|_| GlobSet::empty()),
             stale_after: (!stale_tmp.is_zero()).then_some(stale_tmp),
+            clock_ahead: Duration::ZERO,
             missed: HashSet::new(),
             dirs: super::dircache::DirCache::new(),
         }
+    }
+
+    /// Tests: runs this reconciler's stale-temporary clock `d` ahead.
+    #[cfg(test)]
+    pub(crate) fn with_clock_ahead(mut self, d: Duration) -> Self {
+        self.clock_ahead = d;
+        self
     }
 
     /// Whether `name` looks like an engine temporary (see [`TMP_PATTERNS`]).
@@ -177,7 +198,8 @@ impl Reconciler {
             }
             l.unused_keys()
         };
-        let cutoff = self.stale_after.and_then(|d| SystemTime::now().checked_sub(d)).map(|t| {
+        let now = SystemTime::now() + self.clock_ahead;
+        let cutoff = self.stale_after.and_then(|d| now.checked_sub(d)).map(|t| {
             let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
             d.as_nanos() as i128
         });
@@ -373,7 +395,7 @@ fn classify(tmp: &GlobSet, core: &Core, w: &mut Walk, cutoff: Option<i128>, objs
                 }
             }
         }
-        let stale = cutoff.is_some_and(|c| mtime < c);
+        let stale = cutoff.is_some_and(|c| changed_ns(&st) < c);
         if stale && fmt == libc::S_IFREG && !block && st.st_nlink == 1 && tmp.is_match(Path::new(name)) {
             w.stale.push((key, path));
         }
@@ -426,7 +448,7 @@ fn remove_stale(core: &Core, key: FileKey, rel: &Path, cutoff: i128) -> Option<u
     let check = |st: Result<&libc::stat, Errno>| {
         let st = st.map_err(|_| Kept::Missing)?;
         let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
-        if key_of(st) != key || !regular || st.st_nlink != 1 || mtime_ns(st) >= cutoff {
+        if key_of(st) != key || !regular || st.st_nlink != 1 || changed_ns(st) >= cutoff {
             return Err(Kept::Replaced);
         }
         Ok((key, Removal::Stale { size: sys::allocated(st) }))

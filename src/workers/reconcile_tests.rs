@@ -25,6 +25,18 @@ fn set_age(p: &Path, secs_ago: u64) {
     filetime::set_symlink_file_times(p, FileTime::from_system_time(t), FileTime::from_system_time(t)).unwrap();
 }
 
+/// A reconciler whose clock runs two hours ahead for the stale-temporary
+/// age: a file made now has an old ctime there (a ctime cannot be set back).
+fn two_hours_on() -> Reconciler {
+    Reconciler::new(HOUR).with_clock_ahead(2 * HOUR)
+}
+
+/// Sets `p`'s times to now on [`two_hours_on`]'s clock (fresh there).
+fn fresh_two_hours_on(p: &Path) {
+    let t = FileTime::from_system_time(SystemTime::now() + 2 * HOUR);
+    filetime::set_symlink_file_times(p, t, t).unwrap();
+}
+
 fn victims(c: &Core) -> Vec<String> {
     let mut l = c.accounts().lock();
     std::iter::from_fn(|| l.take_victim().map(|(_, p)| p.display().to_string())).collect()
@@ -100,10 +112,11 @@ fn stale_temporaries_go_unless_open_fresh_linked_or_not_regular() {
     for name in ["a.bin_1f2e.tmp", "h.bin.tmp.12.34.5678", "open.tmp", "linked.tmp", "old.bin", "dir.tmp", "link.tmp"] {
         set_age(&p.join(name), 7200);
     }
+    fresh_two_hours_on(&p.join("fresh.tmp"));
     let c = core(p, 1 << 30);
     let ino = c.lookup(ROOT, OsStr::new("open.tmp")).unwrap().ino;
     let fh = c.open(ino, libc::O_RDONLY).unwrap().fh;
-    let r = Reconciler::new(HOUR).pass(&c);
+    let r = two_hours_on().pass(&c);
     assert_eq!(r.stale_removed, 2, "{r:?}");
     for gone in ["a.bin_1f2e.tmp", "h.bin.tmp.12.34.5678"] {
         assert!(!p.join(gone).exists(), "{gone} should be removed");
@@ -116,15 +129,31 @@ fn stale_temporaries_go_unless_open_fresh_linked_or_not_regular() {
     assert_eq!(c.accounts().lock().usage(), du(p));
     // the open one goes once closed, by a later pass
     c.release(fh);
-    assert_eq!(Reconciler::new(HOUR).pass(&c).stale_removed, 1);
+    assert_eq!(two_hours_on().pass(&c).stale_removed, 1);
     assert!(!p.join("open.tmp").exists());
     // and an open arriving after the removal says ENOENT
     assert_eq!(c.open(ino, libc::O_RDONLY).err(), Some(Errno::ENOENT));
     // stale_tmp = 0 removes nothing
     std::fs::write(p.join("b.tmp"), b"z").unwrap();
     set_age(&p.join("b.tmp"), 7200);
-    assert_eq!(Reconciler::new(Duration::ZERO).pass(&c).stale_removed, 0);
+    assert_eq!(Reconciler::new(Duration::ZERO).with_clock_ahead(2 * HOUR).pass(&c).stale_removed, 0);
     assert!(p.join("b.tmp").exists());
+}
+
+#[test]
+fn a_temporary_made_now_with_an_old_mtime_is_not_stale() {
+    // tar, rsync -a and cp -p set an old mtime on what they make now: the
+    // ctime says the file is new, and it stays until it is old by both.
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    std::fs::write(p.join("notes.tmp"), b"kept").unwrap();
+    set_age(&p.join("notes.tmp"), 7200);
+    let c = core(p, 1 << 30);
+    assert_eq!(Reconciler::new(HOUR).pass(&c).stale_removed, 0);
+    assert_eq!(std::fs::read(p.join("notes.tmp")).unwrap(), b"kept");
+    // an hour on, unchanged: stale by both times
+    assert_eq!(Reconciler::new(HOUR).with_clock_ahead(HOUR + Duration::from_secs(60)).pass(&c).stale_removed, 1);
+    assert!(!p.join("notes.tmp").exists());
 }
 
 #[test]
@@ -158,7 +187,7 @@ fn a_directory_swapped_for_a_symlink_is_not_walked() {
     let c = core(d.path(), 1 << 30);
     std::fs::remove_dir(d.path().join("sub")).unwrap();
     std::os::unix::fs::symlink(outside.path(), d.path().join("sub")).unwrap();
-    let mut rec = Reconciler::new(HOUR);
+    let mut rec = two_hours_on();
     assert_eq!(rec.pass(&c).stale_removed, 0);
     // the old directory has no path in the ledger (only blocks keep one):
     // it goes once two passes in a row did not see it
