@@ -160,13 +160,7 @@ impl Core {
         let all = all.ok_or(Errno::ERANGE)?;
         let shown: Vec<u8> =
             all.split_inclusive(|&b| b == 0).filter(|n| !n.starts_with(b"trusted.")).flatten().copied().collect();
-        if size == 0 {
-            Ok(Xattr::Size(shown.len() as u32))
-        } else if shown.len() > size as usize {
-            Err(Errno::ERANGE)
-        } else {
-            Ok(Xattr::Data(shown))
-        }
+        sized(shown, size)
     }
 
     /// SETXATTR by `uid`. On the root, the reserved `user.boundfs.*` names are
