@@ -292,17 +292,23 @@ mod tests {
         FileKey { dev: 1, ino: n }
     }
 
+    /// A table of k(1)..k(5), put hot in that order (k(5) hottest).
+    fn five_hot() -> Table {
+        let mut t = Table::default();
+        for n in 1..=5 {
+            t.insert(k(n), Entry::placeholder());
+            t.lru_put_hot(&k(n));
+        }
+        t
+    }
+
     fn order(t: &mut Table) -> Vec<u64> {
         std::iter::from_fn(|| t.lru_pop_cold().map(|k| k.ino)).collect()
     }
 
     #[test]
     fn lru_order_hot_cold_promote_remove_and_slot_reuse() {
-        let mut t = Table::default();
-        for n in 1..=5 {
-            t.insert(k(n), Entry::placeholder());
-            t.lru_put_hot(&k(n));
-        }
+        let mut t = five_hot();
         assert!(t.lru_promote(&k(1)));
         assert!(t.lru_put_cold(&k(5)));
         assert!(t.lru_remove(&k(3)));
@@ -320,11 +326,7 @@ mod tests {
 
     #[test]
     fn place_from_hot_stops_at_the_first_colder_entry() {
-        let mut t = Table::default();
-        for n in 1..=5 {
-            t.insert(k(n), Entry::placeholder());
-            t.lru_put_hot(&k(n));
-        }
+        let mut t = five_hot();
         // Hotter than 5 and 4 only: between 3 and 4.
         assert!(t.lru_place_from_hot(&k(1), |x| x.ino >= 4));
         assert!(t.lru_place_from_hot(&k(2), |_| true), "hotter than all: coldest");

@@ -71,14 +71,20 @@ for i in range(a, b + 1):
     os.replace(tmp, os.path.join(d, "page%03d.bin" % i))
 PYEOF
 }
+# evict_flat SEED WHEN: other stores push out kv/flat's blocks and the fan-out
+# leaf kv/fan/x; the leaf is reaped, the flat store's directory stays
+evict_flat() {
+    local res
+    res=$(kv_store "$MNT/other" 12 "$1") || fail "writer crashed"
+    assert_eq 0 "$(json_get "$res" errors)" "store errors ($res)"
+    poll_until 10 "the flat store's blocks evicted$2" test -z "$(find "$BACKING/kv/flat" -name '*.bin')"
+    poll_until 10 "the emptied fan-out leaf removed$2" test ! -e "$BACKING/kv/fan"
+    [ -d "$BACKING/kv/flat" ] || fail "the flat store's directory was removed when eviction emptied it$2"
+}
 mkdir -p "$MNT/kv/flat" "$MNT/kv/fan/x" || fail "mkdir"
 sg_store "$MNT/kv/flat" 1 20 || fail "stores into the flat directory"
 mkblock "$MNT/kv/fan/x/one.bin" 256K
-res=$(kv_store "$MNT/other" 12 flat) || fail "writer crashed"
-assert_eq 0 "$(json_get "$res" errors)" "store errors ($res)"
-poll_until 10 "the flat store's blocks evicted" test -z "$(find "$BACKING/kv/flat" -name '*.bin')"
-poll_until 10 "the emptied fan-out leaf removed" test ! -e "$BACKING/kv/fan"
-[ -d "$BACKING/kv/flat" ] || fail "the flat store's directory was removed when eviction emptied it"
+evict_flat flat ""
 sg_store "$MNT/kv/flat" 21 21 || fail "a store into the flat directory after its blocks were evicted"
 assert_exists "$BACKING/kv/flat/page021.bin" "the store after eviction"
 bfs_unmount
@@ -89,11 +95,7 @@ rm -rf "${BACKING:?}"/*
 for i in $(seq 1 20); do mkblock_old "$BACKING/kv/flat/page$i.bin" 256K "$i"; done
 mkblock_old "$BACKING/kv/fan/x/one.bin" 256K 0
 bfs_mount max_size=16M
-res=$(kv_store "$MNT/other" 12 flat2) || fail "writer crashed"
-assert_eq 0 "$(json_get "$res" errors)" "store errors ($res)"
-poll_until 10 "the flat store's blocks evicted (after a restart)" test -z "$(find "$BACKING/kv/flat" -name '*.bin')"
-poll_until 10 "the emptied fan-out leaf removed (after a restart)" test ! -e "$BACKING/kv/fan"
-[ -d "$BACKING/kv/flat" ] || fail "the flat store's directory, indexed at start-up, was removed when eviction emptied it"
+evict_flat flat2 " (after a restart: indexed at start-up)"
 sg_store "$MNT/kv/flat" 22 22 || fail "a store into the flat directory after a restart and its eviction"
 bfs_unmount
 log PASS

@@ -88,8 +88,8 @@ r0=$(stats_field reconciles)
 res=$(kv_store "$MNT/kv" 24 sym 2M 1) || fail "writer crashed"
 assert_eq 0 "$(json_get "$res" errors)" "store errors ($res)"
 assert_le "$(du_backing)" $((17 * MiB)) "du"
-two_passes() { [ "$(stats_field reconciles)" -ge $((r0 + 3)) ]; }
-poll_until 10 "three reconcile passes after the swap" two_passes
+three_passes() { [ "$(stats_field reconciles)" -ge $((r0 + 3)) ]; }
+poll_until 10 "three reconcile passes after the swap" three_passes
 assert_eq 0 "$(stats_field stale_tmp_removed)" "stale temporaries removed (all are outside BACKING or symlinks)"
 after=$(snapshot_outside)
 if [ "$before" != "$after" ]; then
