@@ -148,6 +148,21 @@ impl Accounts {
         l.should_wake()
     }
 
+    /// A WRITE finished: as [`Accounts::commit`], but the recorded size only
+    /// grows (a write never frees blocks). Several WRITEs of one file may be
+    /// in flight at once (a client's O_DIRECT write larger than max_write is
+    /// sent as concurrent requests, FUSE_ASYNC_DIO); each measured the file
+    /// after its own write landed, but they may commit in another order, and
+    /// the later commit of an earlier, smaller measurement must not undo the
+    /// larger one.
+    pub fn commit_write(&self, key: FileKey, size: u64, reserved: u64) -> bool {
+        let mut l = self.guard();
+        let size = l.get(&key).map_or(size, |e| e.size.max(size));
+        l.set_size(key, size);
+        l.release(reserved);
+        l.should_wake()
+    }
+
     /// Records a use of `key` at `now` (seconds); returns the path to stamp
     /// when a stamp is due (`interval` seconds apart).
     pub fn touch(&self, key: FileKey, now: u32, interval: u32) -> Option<PathBuf> {

@@ -249,7 +249,11 @@ impl Core {
             }
         }
         let after = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
-        room.commit(h.key, after);
+        // Measured, not yet committed: another WRITE of this file may land
+        // and commit here (tests force that at this point).
+        #[cfg(test)]
+        crate::testing::crash_point();
+        room.commit_write(h.key, after);
         match err {
             Some(e) if done == 0 => Err(e),
             _ => Ok(done as u32),

@@ -85,3 +85,37 @@ fn a_write_the_backing_filesystem_cuts_short_evicts_and_writes_the_rest() {
     assert!(!fs.0.path().join("a.bin").exists(), "the least recently used block paid for it");
     assert_eq!(std::fs::read(fs.0.path().join("d.bin")).unwrap(), vec![2u8; 512 << 10]);
 }
+
+/// Two WRITEs of one file in flight at once (FUSE_ASYNC_DIO sends the
+/// pieces of one O_DIRECT write concurrently) may commit in the other
+/// order than they measured the file: the later commit of the earlier,
+/// smaller measurement must leave the ledger at the file's real size.
+#[test]
+fn concurrent_writes_of_one_file_commit_out_of_order_and_usage_stays_exact() {
+    let d = tempfile::tempdir().unwrap();
+    let c = Arc::new(core(d.path(), 64 << 20));
+    let (_, fh) = c.create(ROOT, OsStr::new("a.bin"), 0o644, libc::O_WRONLY, ME).map(|(a, o)| (a, o.fh)).unwrap();
+    let piece = vec![3u8; 1 << 20];
+    let base = c.accounts().lock().counts().usage;
+    // The first write measured 1 MiB; before it commits, the second write
+    // (the next MiB) lands and commits 2 MiB.
+    let second = {
+        let (c, piece) = (c.clone(), piece.clone());
+        let mut done = false;
+        Box::new(move || {
+            if !std::mem::replace(&mut done, true) {
+                let (c, piece) = (c.clone(), piece.clone());
+                let w = std::thread::spawn(move || c.write(fh, 1 << 20, &piece, false));
+                assert_eq!(w.join().unwrap().unwrap(), 1 << 20);
+            }
+        })
+    };
+    crate::testing::at_crash_points(Some(second));
+    assert_eq!(c.write(fh, 0, &piece, false).unwrap(), 1 << 20);
+    crate::testing::at_crash_points(None);
+    let on_disk =
+        std::fs::metadata(d.path().join("a.bin")).map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512).unwrap();
+    assert_eq!(on_disk, 2 << 20);
+    assert_eq!(c.accounts().lock().counts().usage - base, on_disk, "the ledger lost the second write's bytes");
+    c.release(fh);
+}

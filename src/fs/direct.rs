@@ -35,45 +35,63 @@ pub fn aligned(off: u64, len: usize) -> bool {
     len > 0 && off % DIO_ALIGN as u64 == 0 && len % DIO_ALIGN == 0
 }
 
-/// A heap buffer aligned to [`DIO_ALIGN`].
+/// A heap buffer aligned to [`DIO_ALIGN`], `len` bytes long.
 struct Bounce {
     ptr: *mut u8,
     layout: Layout,
 }
 
 impl Bounce {
-    fn copy_of(data: &[u8]) -> Option<Bounce> {
-        let layout = Layout::from_size_align(data.len(), DIO_ALIGN).ok()?;
+    fn new(len: usize) -> Option<Bounce> {
+        let layout = Layout::from_size_align(len, DIO_ALIGN).ok()?;
         // SAFETY: layout has a non-zero size (aligned() refuses 0).
         let ptr = unsafe { alloc(layout) };
-        if ptr.is_null() {
-            return None;
-        }
-        // SAFETY: ptr holds data.len() bytes, freshly allocated, no overlap.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, data.len()) };
-        Some(Bounce { ptr, layout })
+        (!ptr.is_null()).then_some(Bounce { ptr, layout })
     }
 
-    fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr is valid for layout.size() initialized bytes.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.layout.size()) }
+    /// The first `data.len()` bytes (at most the buffer's length) filled
+    /// with `data`.
+    fn fill(&mut self, data: &[u8]) -> &[u8] {
+        let n = data.len().min(self.layout.size());
+        // SAFETY: ptr is valid for layout.size() >= n bytes, owned by self
+        // (borrowed mutably), and does not overlap data.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr, n);
+            std::slice::from_raw_parts(self.ptr, n)
+        }
     }
 }
 
 impl Drop for Bounce {
     fn drop(&mut self) {
-        // SAFETY: allocated with this layout in copy_of.
+        // SAFETY: allocated with this layout in new.
         unsafe { dealloc(self.ptr, self.layout) }
     }
 }
 
+thread_local! {
+    /// Each FUSE thread's bounce buffer, kept between WRITEs and grown to
+    /// the largest write it has served (at most max_write, 1 MiB by
+    /// default): a fresh allocation per WRITE cost an mmap, a page fault
+    /// per 4 KiB page and an munmap each time.
+    static BOUNCE: std::cell::RefCell<Option<Bounce>> = const { std::cell::RefCell::new(None) };
+}
+
 /// Writes `data` at `off` through the O_DIRECT fd `direct` (the caller
-/// checked [`aligned`]). Errors: the errno of pwrite (EINVAL when the
-/// backing device needs a larger alignment: the caller falls back), ENOMEM
-/// when no bounce buffer could be had.
+/// checked [`aligned`]), copied through this thread's bounce buffer.
+/// Errors: the errno of pwrite (EINVAL when the backing device needs a
+/// larger alignment: the caller falls back), ENOMEM when no bounce buffer
+/// could be had.
 pub fn write(direct: &OwnedFd, data: &[u8], off: u64) -> SysResult<usize> {
-    let b = Bounce::copy_of(data).ok_or(fuser::Errno::ENOMEM)?;
-    sys::pwrite_full(direct.as_raw_fd(), b.as_slice(), off)
+    BOUNCE.with(|cell| {
+        let mut slot = cell.try_borrow_mut().map_err(|_| fuser::Errno::ENOMEM)?;
+        if slot.as_ref().is_none_or(|b| b.layout.size() < data.len()) {
+            *slot = None;
+            *slot = Some(Bounce::new(data.len()).ok_or(fuser::Errno::ENOMEM)?);
+        }
+        let b = slot.as_mut().ok_or(fuser::Errno::ENOMEM)?;
+        sys::pwrite_full(direct.as_raw_fd(), b.fill(data), off)
+    })
 }
 
 #[cfg(test)]
@@ -101,6 +119,14 @@ mod tests {
             let data = vec![7u8; 8192];
             assert_eq!(write(&d, &data, 4096).unwrap(), 8192);
             assert_eq!(std::fs::read(&p).unwrap()[4096..], data[..]);
+            // The thread's bounce buffer is reused: a smaller write after a
+            // larger one writes only its own bytes, a larger one grows it.
+            assert_eq!(write(&d, &[8u8; 4096], 0).unwrap(), 4096);
+            assert_eq!(write(&d, &[9u8; 16384], 12288).unwrap(), 16384);
+            let got = std::fs::read(&p).unwrap();
+            assert_eq!(got.len(), 12288 + 16384);
+            assert!(got[..4096].iter().all(|&b| b == 8) && got[4096..12288].iter().all(|&b| b == 7));
+            assert!(got[12288..].iter().all(|&b| b == 9));
         }
     }
 }

@@ -479,6 +479,15 @@ impl Reservation<'_> {
         }
     }
 
+    /// As [`Reservation::commit`] for a WRITE: the recorded size only grows
+    /// (see [`Accounts::commit_write`]).
+    pub fn commit_write(self, key: FileKey, size: u64) {
+        let core = self.core;
+        if core.accounts.commit_write(key, size, self.settle()) {
+            core.wake_evictor();
+        }
+    }
+
     /// Hands the reserved bytes to the caller, which returns them to the
     /// ledger with its own event (see [`Accounts::created`]).
     pub fn settle(self) -> u64 {

@@ -114,6 +114,21 @@ impl Filesystem for BoundFs {
         // (POSIX.1e); the kernel applies it to every create unless the
         // daemon takes it over (fs/fuse/dir.c, FUSE_DONT_MASK).
         self.dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
+        // Without FUSE_PARALLEL_DIROPS the kernel serialises LOOKUP and
+        // READDIR per directory inode (fuse_lock_inode, fs/fuse/dir.c and
+        // readdir.c): four engine threads loading blocks from one hash
+        // directory, or the entry warming beside a listing, would queue
+        // behind each other. The VFS still holds the directory's i_rwsem
+        // exclusively for CREATE, MKDIR, UNLINK, RENAME, and the daemon
+        // serialises its own changes per directory (`fs::dirlock`).
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // A client's O_DIRECT read or write larger than max_write (1 MiB) goes
+        // out as its READ/WRITE requests all at once instead of one after the
+        // other (fuse_direct_IO, fs/fuse/file.c): a 2 MiB block store is two
+        // WRITEs in flight together, as the backing disk sees natively. Their
+        // commits may then reach the ledger out of order
+        // (`Accounts::commit_write` keeps the size exact).
+        let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
         // Before a file's first write the kernel asks GETXATTR
         // security.capability (file_remove_privs), one round trip per stored
         // block. With FUSE_HANDLE_KILLPRIV_V2 the daemon kills suid/sgid on
