@@ -305,29 +305,101 @@ pub struct DirEnt {
 
 /// One `getdents64` call on `fd` into a 64 KiB buffer; empty at end of directory.
 pub fn getdents(fd: RawFd) -> SysResult<Vec<DirEnt>> {
-    let mut buf = vec![0u8; 64 * 1024];
-    tick();
-    let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
-    if n < 0 {
-        return Err(last_errno());
-    }
-    let n = n as usize;
+    let mut b = DirBuf::new();
     let mut out = Vec::new();
-    let mut pos = 0;
-    while pos + 19 <= n {
-        let ino = u64::from_ne_bytes(buf[pos..pos + 8].try_into().unwrap_or_default());
-        let off = i64::from_ne_bytes(buf[pos + 8..pos + 16].try_into().unwrap_or_default());
+    if b.fill(fd)? {
+        while let Some(e) = b.peek() {
+            out.push(DirEnt { ino: e.ino, next_off: e.next_off, kind: e.kind, name: e.name.to_vec() });
+            b.advance();
+        }
+    }
+    Ok(out)
+}
+
+/// One entry inside a [`DirBuf`], its name borrowed from the buffer.
+pub struct DirEntRef<'a> {
+    /// Backing inode number.
+    pub ino: u64,
+    /// Opaque offset of the next entry (for `lseek`).
+    pub next_off: i64,
+    /// `DT_*` type.
+    pub kind: u8,
+    /// Name bytes (no NUL).
+    pub name: &'a [u8],
+}
+
+/// A `getdents64` buffer of 64 KiB kept across calls, walked in place: a
+/// directory stream read this way allocates nothing per entry (READDIR of
+/// a large flat directory, `crate::fs` data path).
+pub struct DirBuf {
+    buf: Vec<u8>,
+    len: usize,
+    pos: usize,
+}
+
+impl Default for DirBuf {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DirBuf {
+    /// An empty buffer.
+    pub fn new() -> Self {
+        DirBuf { buf: vec![0u8; 64 * 1024], len: 0, pos: 0 }
+    }
+
+    /// Drops the entries not yet walked (after an lseek of the directory).
+    pub fn clear(&mut self) {
+        self.len = 0;
+        self.pos = 0;
+    }
+
+    /// Whether every entry of the last fill was walked.
+    pub fn is_empty(&self) -> bool {
+        self.peek().is_none()
+    }
+
+    /// Replaces the contents with one `getdents64` call on `fd`. Returns
+    /// false at the end of the directory. Errors: the errno of getdents64.
+    pub fn fill(&mut self, fd: RawFd) -> SysResult<bool> {
+        self.clear();
+        tick();
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, self.buf.as_mut_ptr(), self.buf.len()) };
+        if n < 0 {
+            return Err(last_errno());
+        }
+        self.len = n as usize;
+        Ok(self.len > 0)
+    }
+
+    /// The entry at the cursor, if any.
+    pub fn peek(&self) -> Option<DirEntRef<'_>> {
+        let (buf, pos) = (&self.buf[..self.len], self.pos);
+        if pos + 19 > buf.len() {
+            return None;
+        }
         let reclen = u16::from_ne_bytes([buf[pos + 16], buf[pos + 17]]) as usize;
-        let kind = buf[pos + 18];
-        if reclen == 0 || pos + reclen > n {
-            break;
+        if reclen < 19 || pos + reclen > buf.len() {
+            return None;
         }
         let name_area = &buf[pos + 19..pos + reclen];
         let len = name_area.iter().position(|&b| b == 0).unwrap_or(name_area.len());
-        out.push(DirEnt { ino, next_off: off, kind, name: name_area[..len].to_vec() });
-        pos += reclen;
+        Some(DirEntRef {
+            ino: u64::from_ne_bytes(buf[pos..pos + 8].try_into().unwrap_or_default()),
+            next_off: i64::from_ne_bytes(buf[pos + 8..pos + 16].try_into().unwrap_or_default()),
+            kind: buf[pos + 18],
+            name: &name_area[..len],
+        })
     }
-    Ok(out)
+
+    /// Moves the cursor past the entry [`DirBuf::peek`] returns.
+    pub fn advance(&mut self) {
+        if self.pos + 19 <= self.len {
+            let reclen = u16::from_ne_bytes([self.buf[self.pos + 16], self.buf[self.pos + 17]]) as usize;
+            self.pos = if reclen < 19 { self.len } else { (self.pos + reclen).min(self.len) };
+        }
+    }
 }
 
 /// Bytes an object occupies (`st_blocks * 512`), as du counts it.

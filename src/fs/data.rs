@@ -66,10 +66,11 @@ pub struct SetAttr {
     pub kill_suidgid: bool,
 }
 
-/// An open directory: the backing fd, and entries read but not yet returned.
+/// An open directory: the backing fd, and entries read but not yet returned
+/// (walked in place in the stream's own getdents buffer).
 pub struct DirStream {
     fd: OwnedFd,
-    pending: std::collections::VecDeque<sys::DirEnt>,
+    pending: sys::DirBuf,
     next_off: i64,
 }
 
@@ -325,7 +326,7 @@ impl Core {
     pub fn opendir(&self, ino: INodeNo) -> OpResult<u64> {
         let i = self.inode(ino)?;
         let fd = sys::reopen(i.fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
-        let s = DirStream { fd, pending: Default::default(), next_off: 0 };
+        let s = DirStream { fd, pending: sys::DirBuf::new(), next_off: 0 };
         let fh = self.next_fh.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.dirs.write().insert(fh, std::sync::Arc::new(parking_lot::Mutex::new(s)));
         Ok(fh)
@@ -346,22 +347,19 @@ impl Core {
             s.pending.clear();
             s.next_off = offset;
         }
+        let s = &mut *s;
         loop {
-            if s.pending.is_empty() {
-                let batch = sys::getdents(s.fd.as_raw_fd())?;
-                if batch.is_empty() {
-                    return Ok(());
-                }
-                s.pending.extend(batch);
+            if s.pending.is_empty() && !s.pending.fill(s.fd.as_raw_fd())? {
+                return Ok(());
             }
-            let Some(e) = s.pending.front() else {
+            let Some(e) = s.pending.peek() else {
                 return Ok(());
             };
-            if add(e.ino, e.next_off, dtype(e.kind), &e.name) {
+            if add(e.ino, e.next_off, dtype(e.kind), e.name) {
                 return Ok(());
             }
             s.next_off = e.next_off;
-            s.pending.pop_front();
+            s.pending.advance();
         }
     }
 
