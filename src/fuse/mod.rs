@@ -122,12 +122,14 @@ impl Filesystem for BoundFs {
         // exclusively for CREATE, MKDIR, UNLINK, RENAME, and the daemon
         // serialises its own changes per directory (`fs::dirlock`).
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
-        // A client's O_DIRECT read or write larger than max_write (1 MiB) goes
-        // out as its READ/WRITE requests all at once instead of one after the
-        // other (fuse_direct_IO, fs/fuse/file.c): a 2 MiB block store is two
-        // WRITEs in flight together, as the backing disk sees natively. Their
-        // commits may then reach the ledger out of order
-        // (`Accounts::commit_write` keeps the size exact).
+        // A client's O_DIRECT read or write larger than max_write (1 MiB)
+        // through a read-write or cached open goes out as its READ/WRITE
+        // requests all at once instead of one after the other
+        // (fuse_direct_IO, fs/fuse/file.c), as the backing disk sees it
+        // natively. Their commits may then reach the ledger out of order
+        // (`Accounts::commit_write` keeps the size exact). Write-only opens,
+        // answered FOPEN_DIRECT_IO (vLLM's stores), stay one WRITE at a time:
+        // the kernel sends those synchronously (fuse_direct_write_iter).
         let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
         // Before a file's first write the kernel asks GETXATTR
         // security.capability (file_remove_privs), one round trip per stored
