@@ -382,6 +382,22 @@ pub fn parse_count(key: &str, v: &str, max: usize) -> Result<usize, ConfigError>
     }
 }
 
+/// The one-line reason a failed `access(W_OK | X_OK)` of the directory
+/// `path` gives, from its errno: EROFS names the read-only filesystem (root
+/// is refused too) and how to find it; anything else (EACCES) the user.
+fn not_writable(what: &str, path: &Path) -> String {
+    let p = path.display();
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EROFS) => format!(
+            "{what} {p} is on a read-only filesystem; remount that filesystem read-write (findmnt -T {p} names it) or choose another directory"
+        ),
+        _ => format!(
+            "{what} {p} is not writable by this user (uid {}); run as its owner or root, or choose another directory",
+            unsafe { libc::getuid() }
+        ),
+    }
+}
+
 /// Checks BACKING and MOUNTPOINT and returns them canonical. Errors: missing,
 /// not a directory, BACKING not writable, one equal to or inside the other.
 pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf), ConfigError> {
@@ -405,7 +421,7 @@ pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBu
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(b.as_os_str()))
         .or_else(|_| err("backing directory: path contains a NUL byte"))?;
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-        return err(format!("backing directory {} is not writable by this user", b.display()));
+        return err(not_writable("backing directory", &b));
     }
     if m == b {
         return err(format!("mountpoint and backing directory are the same ({}); mount somewhere else", b.display()));
@@ -509,7 +525,7 @@ fn check_out_file(
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()))
         .or_else(|_| err(format!("{key}: path contains a NUL byte")))?;
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-        return err(format!("{key} directory {} is not writable by this user", d.display()));
+        return err(not_writable(&format!("{key} directory"), d));
     }
     Ok(dir)
 }

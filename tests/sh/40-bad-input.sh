@@ -181,6 +181,12 @@ done <<< "$CASES"
 log "$n bad-input cases, $failures wrong"
 [ "$failures" -eq 0 ] || fail "$failures of $n bad-input cases were not rejected properly"
 
+# A BACKING on a read-only filesystem says so and what to do, rather than
+# calling root a user who may not write.
+timeout 10 "$BOUNDFS" -f "$BFS_TMP/ro" "$M" -o "$OK" 2>"$BFS_TMP/err" </dev/null
+grep -q "is on a read-only filesystem; remount that filesystem read-write" "$BFS_TMP/err" ||
+    fail "read-only BACKING: the error does not name the read-only filesystem: $(cat "$BFS_TMP/err")"
+
 # and the boundary values that are valid still mount; sizes are powers of
 # 1024 with fractions; a non-empty mountpoint is warned about (one line)
 bfs_mount max_size=1.5G
