@@ -205,7 +205,7 @@ impl Options {
 }
 
 /// Compiles name globs. Errors: an empty list, an empty or invalid glob, a
-/// glob with no wildcard (`pattern=bin` almost always means `*.bin`; a block
+/// glob with white space at either end, a glob with no wildcard (`pattern=bin` almost always means `*.bin`; a block
 /// store has many block files, never one fixed name).
 pub fn build_matcher(patterns: &[String]) -> Result<GlobSet, ConfigError> {
     if patterns.is_empty() {
@@ -218,6 +218,14 @@ pub fn build_matcher(patterns: &[String]) -> Result<GlobSet, ConfigError> {
         }
         if p.contains('/') {
             return err(format!("pattern: '{p}' contains '/'; patterns match file names only, e.g. *.bin"));
+        }
+        if p.trim() != p {
+            // Sizes and keys are trimmed; a glob is not, and '*.pt ' (from a
+            // quoted option list or a config line) silently selects nothing.
+            return err(format!(
+                "pattern: '{p}' begins or ends with white space, so it selects no block file; write pattern={}",
+                p.trim()
+            ));
         }
         if !p.contains(['*', '?', '[', '{']) {
             return err(format!(

@@ -75,6 +75,8 @@ pattern empty                 | -f "$B" "$M" -o "$OK,pattern="
 pattern with a slash          | -f "$B" "$M" -o "$OK,pattern=kv/*.bin"
 pattern invalid glob          | -f "$B" "$M" -o "$OK,pattern=[abc"
 pattern one of two empty      | -f "$B" "$M" -o "$OK,pattern=*.bin,pattern="
+pattern trailing space        | -f "$B" "$M" -o "$OK,pattern=*.pt "
+--pattern leading space       | -f "$B" "$M" --max-size 64M --pattern ' *.pt'
 stamp_interval empty          | -f "$B" "$M" -o "$OK,stamp_interval="
 stamp_interval negative       | -f "$B" "$M" -o "$OK,stamp_interval=-1s"
 stamp_interval overflow       | -f "$B" "$M" -o "$OK,stamp_interval=99999999999999999999999s"
