@@ -119,5 +119,12 @@ assert_eq "$MAX" "$(stats_field max_size)" "max_size after setfattr"
 for i in 0 1 2 3 4; do mkblock "$MNT/kv/b/$i.bin" 2M "b$i"; done
 assert_eq "$ev" "$(stats_field evictions)" "no eviction below the restored budget"
 log "set: shrink to 40M -> usage $u0 -> $u1 (low watermark $LOW); grow back to 128M"
+
+# ---- shrink below what eviction can free: the answer says so, not "evicting"
+head -c $((6 * MiB)) /dev/urandom >"$MNT/notes.dat" || fail "write a 6 MiB non-block file"
+out=$("$BOUNDFS" set "$MNT" max_size=4M) || fail "boundfs set max_size=4M"
+log "$out"
+grep -q "stays, so writes fail with ENOSPC until usage is below max_size" <<<"$out" ||
+    fail "boundfs set below the unevictable usage does not say what stays: '$out'"
 bfs_unmount
 bfs_done
