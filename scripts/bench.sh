@@ -554,7 +554,21 @@ if want trace; then
             for f in "$d"/*.json; do cp "$f" "$LOGS/trace-$sys-$r-$(basename "$f")"; done
             sync; rm -rf "$d"
         done
+        # The same replay through boundfs with a budget twice the whole
+        # trace: no eviction, so it does the work native and mergerfs do and
+        # the row compares like with like (the budget's own cost is the
+        # difference from the row above).
+        d="$WORK/trace-unbounded-$r"; mkdir -p "$d/b"
+        if target boundfs "$d/b" "$d/m" "$((TRACE_D * (TRACE_BS + 8192) * 2 / MiB + 64))M"; then
+            run_driver trace_unbounded boundfs "$d/out.json" 'requests/seconds' -- \
+                "$PY" "$TRACE" --requests "$TRACE_REQ" run "$T" --block-size "$TRACE_BS" --threads "$TRACE_THREADS"
+            fs_stop
+        else bad trace_unbounded boundfs mount; fi
+        sync; rm -rf "$d"
     done
+    # its native and mergerfs columns are the unbounded runs of the row above
+    S[trace_unbounded,native]=${S[trace,native]:-}
+    S[trace_unbounded,mergerfs]=${S[trace,mergerfs]:-}
 fi
 
 # ------------------------------------------------------------------ report
@@ -644,6 +658,7 @@ row restart_index "g. restart: until the index is complete"         "s (lower be
 row rss          "h. daemon RSS per indexed file"                     "bytes" int both
 if want trace; then
     row trace        "t. trace replay, $TRACE_REQ requests, 64 KiB blocks (boundfs: ${TRACE_MAX_M:-?} MiB budget)" "requests/s" dec
+    row trace_unbounded "t. the same, boundfs with no eviction (budget twice the trace)" "requests/s" dec
     row trace_hit    "t. hit ratio (block refs served)"                 "fraction" frac
     row trace_ideal  "t. ideal block LRU at the blocks boundfs held"     "fraction" frac both
     row trace_per_store "t. FUSE requests per stored block"           "requests" dec both
@@ -663,7 +678,7 @@ say "Raw samples (in run order):"
 say ""
 say '```'
 for wl in store store_pcache load load_restart load_direct probe probe_again readdir evict evict_store restart restart_index rss rss_total fio_write fio_read \
-    trace trace_hit trace_ideal trace_held trace_per_store trace_per_load trace_per_load_again trace_syscalls_per_request; do
+    trace trace_unbounded trace_hit trace_ideal trace_held trace_per_store trace_per_load trace_per_load_again trace_syscalls_per_request; do
     for sys in native mergerfs boundfs; do
         [[ -n ${S[$wl,$sys]:-} || -n ${ERRS[$wl,$sys]:-} ]] || continue
         printf '%-12s %-9s %s%s\n' "$wl" "$sys" "${S[$wl,$sys]:-}" "${ERRS[$wl,$sys]:+  [${ERRS[$wl,$sys]} failed]}"

@@ -462,13 +462,13 @@ fn lower(e: &std::io::Error, p: &Path) -> String {
 }
 
 /// Checks `metrics_file` and returns it with its directory canonical.
-/// Errors: as [`check_out_file`].
+/// Errors: as `check_out_file`.
 pub fn check_metrics_file(path: &Path, backing: &Path, mountpoint: &Path) -> Result<PathBuf, ConfigError> {
     check_out_file("metrics_file", "boundfs.prom", path, backing, mountpoint)
 }
 
 /// Checks `log_file` and returns it with its directory canonical.
-/// Errors: as [`check_out_file`].
+/// Errors: as `check_out_file`.
 pub fn check_log_file(path: &Path, backing: &Path, mountpoint: &Path) -> Result<PathBuf, ConfigError> {
     check_out_file("log_file", "boundfs.log", path, backing, mountpoint)
 }

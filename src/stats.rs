@@ -284,7 +284,7 @@ status_table! {
     /// While files matching no `pattern` alone are above the high watermark
     /// (eviction then frees only what `max_size` needs): the warning, naming
     /// the biggest of them and the pattern. Empty otherwise.
-    nonblock_warning: String => Gauge "boundfs_nonblock_over_high_watermark" help "1 while files matching no pattern alone are above the high watermark.";
+    nonblock_warning: String => Gauge "boundfs_nonblock_over_high_watermark" help "1 while files matching no pattern and directories alone are above the high watermark.";
     /// When most regular files written since mount match no `pattern`: how
     /// many, an example and the option to set. Empty otherwise.
     pattern_warning: String => Gauge "boundfs_pattern_mismatch" help "1 while most files written since mount match no pattern.";

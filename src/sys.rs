@@ -24,7 +24,7 @@ fn last_errno() -> Errno {
 static SYSCALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Counts one syscall issued. Every wrapper here calls it once per syscall
-/// (through [`check`] and [`check_size`], or directly); code outside this
+/// (through `check` and `check_size`, or directly); code outside this
 /// module that calls libc itself goes through [`check`]. Not counted: close(2)
 /// of dropped fds, the FUSE device's own reads and writes, start-up.
 pub fn tick() {
@@ -142,7 +142,7 @@ fn statx_synced(fd: BorrowedFd<'_>, mask: u32) -> SysResult<libc::statx> {
 }
 
 /// The link count of the object behind `fd`, asked of the filesystem itself
-/// (see [`statx_synced`]: another node's unlink is seen at once). Errors: the
+/// (see `statx_synced`: another node's unlink is seen at once). Errors: the
 /// errno of statx.
 pub fn nlink_synced(fd: BorrowedFd<'_>) -> SysResult<u32> {
     Ok(statx_synced(fd, libc::STATX_NLINK)?.stx_nlink)

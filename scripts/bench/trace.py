@@ -38,7 +38,8 @@ than a load's ENOENT (a clean miss).
                          loads (O_DIRECT, bytes checked) N block files of
                          BACKING through MNT twice; prints the FUSE requests
                          per loaded block of each pass (the second with the
-                         kernel's entries cached)
+                         kernel's entries cached), and each pass's requests
+                         by opcode (the status reads' GETXATTRs left out)
 """
 
 import argparse
@@ -278,6 +279,9 @@ def cmd_loadpass(a):
                 os.close(fd)
         after = read_status(a.mnt)
         out[f"per_load_{label}"] = round((total_requests(after) - total_requests(before)) / len(names), 3)
+        # by FUSE opcode, the status read's own GETXATTR left out
+        got = {k: v - before.get("requests", {}).get(k, 0) for k, v in after.get("requests", {}).items()}
+        out[f"by_opcode_{label}"] = {k: v for k, v in sorted(got.items()) if v and k != "GETXATTR"}
     print(json.dumps(out))
 
 

@@ -206,7 +206,7 @@ impl Accounts {
         if let Some((dkey, dsize)) = c.dir {
             l.set_size(dkey, dsize);
             if c.fresh {
-                l.file_made_in(dkey);
+                l.files_made_in(dkey, 1);
             }
         }
         Ok(After { stamp, wake: l.should_wake(), block: c.block })

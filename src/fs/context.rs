@@ -57,13 +57,30 @@ impl Core {
 
     /// More words on `e`, when the core knows why it happened: for ENOSPC,
     /// the budget and what holds it (`budget 64.0 MiB has no room: 63.9 MiB used,
-    /// 0 B evictable, 3 open handles pin the rest`).
+    /// 0 B evictable, 3 open handles pin the rest`), or, when BACKING's
+    /// filesystem has less than 1 MiB free while the budget has 1 MiB or more,
+    /// that filesystem (`BACKING's filesystem is full (0 B free) while ...`).
     pub fn explain(&self, e: Errno) -> Option<String> {
         if e != Errno::ENOSPC {
             return None;
         }
         let max = self.policy().max_size;
         let c = self.accounts.lock().counts();
+        // ENOSPC from BACKING's own filesystem (smaller than max_size, or
+        // shared with other data) is not the budget's doing: say which.
+        let room = max.saturating_sub(c.usage + c.reserved);
+        if let Ok(v) = sys::fstatvfs(self.root().fd()) {
+            let free = (v.f_bavail as u64).saturating_mul(v.f_frsize as u64);
+            if room >= 1 << 20 && free < 1 << 20 {
+                return Some(format!(
+                    "BACKING's filesystem is full ({} free) while the budget {} still has {} of room: free \
+                     space there, or lower max_size to what it can hold",
+                    bytes(free),
+                    bytes(max),
+                    bytes(room),
+                ));
+            }
+        }
         Some(format!(
             "budget {} has no room: {} used, {} evictable, {} open handles pin the rest",
             bytes(max),

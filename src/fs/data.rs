@@ -60,7 +60,7 @@ pub struct SetAttr {
     pub atime: Option<TimeOrNow>,
     /// Modification time.
     pub mtime: Option<TimeOrNow>,
-    /// A truncate (size without mode) clears the bits [`killed_privs`]
+    /// A truncate (size without mode) clears the bits `killed_privs`
     /// names, as the VFS does for an unprivileged truncate (with
     /// FUSE_HANDLE_KILLPRIV_V2 the kernel leaves it to the daemon).
     pub kill_suidgid: bool,

@@ -355,7 +355,7 @@ impl Core {
     /// between the `mkdir -p` of its parent and the create inside it) keeps
     /// it. Until then the kernel is asked to drop its entry, and it is retried
     /// on later passes (for a minute at most). A directory in which
-    /// [`FLAT_STORE_FILES`] or more files were created through the mount is
+    /// `FLAT_STORE_FILES` or more files were created through the mount is
     /// kept: it is an engine's flat store, made once at start-up (SGLang's
     /// HiCacheFile `file_path`, LMCache's local disk path), whose next store
     /// would fail with ENOENT without it; engines with fan-out directories

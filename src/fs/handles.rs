@@ -93,7 +93,7 @@ impl Core {
 
     /// The adapter's answer to [`Plan::NeedBacking`]: the backing id the
     /// kernel gave for the handle's fd, or why it refused. Errors: ETXTBSY
-    /// as for [`Core::plan_io`].
+    /// as for `Core::plan_io`.
     pub fn backing_made(&self, o: Opened, made: std::io::Result<BackingId>) -> OpResult<Opened> {
         let Plan::NeedBacking { direct } = o.plan else {
             return Ok(o);

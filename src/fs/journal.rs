@@ -354,17 +354,24 @@ mod tests {
     use crate::stats::Stats;
     use crate::testing::{ROOT, core, store};
 
-    #[test]
-    fn a_removal_another_node_published_stops_counting_once_and_only_for_that_file() {
+    /// Node A, a shared core that stored x.bin, y.bin and z.bin (8 KiB
+    /// each) in a fresh BACKING, and node B, a shared core over the same
+    /// tree with a budget of `b_max` bytes, whose index counts all three.
+    fn two_nodes_over_three_blocks(b_max: impl FnOnce(&Path) -> u64) -> (tempfile::TempDir, Core, Core) {
         let d = tempfile::tempdir().unwrap();
         let mut a = core(d.path(), 1 << 30);
         a.shared = true;
         for name in ["x.bin", "y.bin", "z.bin"] {
             store(&a, name, &[1u8; 8192]);
         }
-        // Node B indexes the shared tree: it counts all three.
-        let mut b = core(d.path(), 1 << 30);
+        let mut b = core(d.path(), b_max(d.path()));
         b.shared = true;
+        (d, a, b)
+    }
+
+    #[test]
+    fn a_removal_another_node_published_stops_counting_once_and_only_for_that_file() {
+        let (d, a, b) = two_nodes_over_three_blocks(|_| 1 << 30);
         let usage = || b.accounts().lock().usage();
         let before = usage();
         let (x, path) = a.accounts().lock().take_victim().unwrap();
@@ -394,15 +401,7 @@ mod tests {
     fn an_inline_eviction_first_reads_a_sweep_published_just_after_the_last_read() {
         // Node A (the sweeper) and node B count the same three blocks; B's
         // LRU differs (it just read x.bin), and B is full.
-        let d = tempfile::tempdir().unwrap();
-        let mut a = core(d.path(), 1 << 30);
-        a.shared = true;
-        for name in ["x.bin", "y.bin", "z.bin"] {
-            store(&a, name, &[1u8; 8192]);
-        }
-        let full = core(d.path(), 1 << 30).accounts().lock().usage();
-        let mut b = core(d.path(), full);
-        b.shared = true;
+        let (d, a, b) = two_nodes_over_three_blocks(|p| core(p, 1 << 30).accounts().lock().usage());
         let x = b.lookup(ROOT, OsStr::new("x.bin")).unwrap();
         let fh = b.open(x.ino, libc::O_RDONLY).unwrap().fh;
         b.release(fh);

@@ -168,7 +168,7 @@ impl Core {
     /// backing errno, ENOSPC when the bytes the value can take on BACKING
     /// (its name and value rounded up to 4 KiB) cannot be made room for.
     /// Writing `system.posix_acl_access` can change the mode
-    /// (see [`Core::acl_set_mode`]).
+    /// (see `Core::acl_set_mode`).
     pub fn setxattr(&self, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, uid: u32) -> OpResult<()> {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return self.control_set(name, value, uid);

@@ -58,7 +58,7 @@ const COMMIT_AT_CLOSE: &[(u32, &str)] = &[
 ];
 
 /// The name of BACKING's filesystem type if it commits at close (see
-/// [`COMMIT_AT_CLOSE`]), from `fstatfs` of any fd on it; `None` for a local
+/// `COMMIT_AT_CLOSE`), from `fstatfs` of any fd on it; `None` for a local
 /// filesystem or when fstatfs fails.
 pub fn commits_at_close(fd: BorrowedFd<'_>) -> Option<&'static str> {
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };

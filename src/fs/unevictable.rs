@@ -92,17 +92,22 @@ impl Unevictable {
             return false;
         }
         if self.state.lock().nonblock_warning.is_empty() {
-            let biggest = biggest_nonblock(core, BIGGEST);
+            let found = biggest_nonblock(core, BIGGEST);
             let names: Vec<String> =
-                biggest.iter().map(|(p, n)| format!("{} ({})", p.display(), crate::status::bytes(*n))).collect();
+                found.biggest.iter().map(|(p, n)| format!("{} ({})", p.display(), crate::status::bytes(*n))).collect();
             let mut s = self.state.lock();
             let msg = format!(
-                "{} of files that match no pattern ({}) is above the high watermark ({}): eviction frees only what \
-                 max_size needs; biggest: {}. Remove them, raise max_size, or add their pattern (-o pattern=...)",
+                "{} of files that match no pattern ({}) and directories is above the high watermark ({}): \
+                 eviction frees only what max_size needs; biggest files: {}{}. Remove them, raise max_size, or \
+                 add their pattern (-o pattern=...)",
                 crate::status::bytes(nonblock),
                 Self::patterns(&s),
                 crate::status::bytes(high),
-                if names.is_empty() { "-".to_string() } else { names.join(", ") },
+                if names.is_empty() { "none".to_string() } else { names.join(", ") },
+                match found.dirs {
+                    0 => String::new(),
+                    n => format!("; {n} directories take {}", crate::status::bytes(found.dir_bytes)),
+                },
             );
             log::warn!("{msg}");
             s.nonblock_warning = msg;
@@ -180,11 +185,25 @@ pub fn is_tmp_name(name: &OsStr) -> bool {
     b.ends_with(b".tmp") || b.windows(5).any(|w| w == b".tmp.")
 }
 
-/// The `n` biggest regular files of BACKING that match no pattern, by
-/// allocated bytes (paths relative to BACKING). Walks the whole tree through
-/// directory fds, beneath BACKING, never following a symlink.
-pub fn biggest_nonblock(core: &Core, n: usize) -> Vec<(PathBuf, u64)> {
-    let mut top: Vec<(PathBuf, u64)> = Vec::new();
+/// What takes the non-block part of usage, from one walk of BACKING.
+#[derive(Debug, Default)]
+pub struct NonBlock {
+    /// The biggest regular files that match no pattern, by allocated bytes,
+    /// biggest first (paths relative to BACKING).
+    pub biggest: Vec<(PathBuf, u64)>,
+    /// Directories beneath BACKING (BACKING itself left out).
+    pub dirs: u64,
+    /// Their allocated bytes (a many-level hash tree of small blocks can
+    /// hold more in directories than in files).
+    pub dir_bytes: u64,
+}
+
+/// The `n` biggest regular files of BACKING that match no pattern and the
+/// directories' count and bytes. Walks the whole tree through directory fds,
+/// beneath BACKING, never following a symlink.
+pub fn biggest_nonblock(core: &Core, n: usize) -> NonBlock {
+    let mut out = NonBlock::default();
+    let top = &mut out.biggest;
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let Ok(dir) = sys::open_beneath(core.root().fd(), &rel, libc::O_RDONLY | libc::O_DIRECTORY) else { continue };
@@ -200,7 +219,11 @@ pub fn biggest_nonblock(core: &Core, n: usize) -> Vec<(PathBuf, u64)> {
                 let Ok(st) = sys::fstatat(dir.as_fd(), &c) else { continue };
                 let name = OsStr::from_bytes(&e.name);
                 match st.st_mode & libc::S_IFMT {
-                    libc::S_IFDIR => stack.push(rel.join(name)),
+                    libc::S_IFDIR => {
+                        out.dirs += 1;
+                        out.dir_bytes += sys::allocated(&st);
+                        stack.push(rel.join(name));
+                    }
                     libc::S_IFREG if !core.is_block_name(name) => {
                         top.push((rel.join(name), sys::allocated(&st)));
                         top.sort_by(|a, b| b.1.cmp(&a.1));
@@ -211,7 +234,7 @@ pub fn biggest_nonblock(core: &Core, n: usize) -> Vec<(PathBuf, u64)> {
             }
         }
     }
-    top
+    out
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `fuser::Filesystem` for [`Core`]: decode the request, call the core
 //! operation, reply. Every error goes out through `reply_err!`, which logs
-//! it with its operation, path or handle and errno (see [`errors`]).
+//! it with its operation, path or handle and errno (see `errors`).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

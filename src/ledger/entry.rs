@@ -65,7 +65,7 @@ pub struct Entry {
     /// Created through this mount (shared mode: this node's part of usage).
     pub(super) local: bool,
     /// A directory: files created in it through the mount since it was
-    /// first seen (saturating; see [`super::Ledger::file_made_in`]).
+    /// first seen (saturating; see [`super::Ledger::files_made_in`]).
     pub files_made: u8,
 }
 

@@ -326,13 +326,14 @@ impl Ledger {
         }
     }
 
-    /// Counts one file created through the mount in the directory `dir`
-    /// (saturating at 255), so eviction can tell an engine's flat store
-    /// (many files in one directory it made once) from a fan-out directory
-    /// holding a block or two (`Core::reap_empty_dirs`).
-    pub fn file_made_in(&mut self, dir: FileKey) {
+    /// Counts `n` files made in the directory `dir`: created through the
+    /// mount, or block files the start-up index found there (saturating at
+    /// 255), so eviction can tell an engine's flat store (many files in one
+    /// directory it made once) from a fan-out directory holding a block or
+    /// two (`Core::reap_empty_dirs`).
+    pub fn files_made_in(&mut self, dir: FileKey, n: usize) {
         if let Some(e) = self.entries.get_mut(&dir) {
-            e.files_made = e.files_made.saturating_add(1);
+            e.files_made = e.files_made.saturating_add(u8::try_from(n).unwrap_or(u8::MAX));
         }
     }
 

@@ -467,7 +467,7 @@ fn remove_stale(core: &Core, key: FileKey, rel: &Path, cutoff: i128) -> Option<u
 }
 
 /// Shortest time between the end of one pass and a pass asked for by
-/// [`Waker::request`] (a whole-tree walk; seconds per million files).
+/// [`crate::wake::Waker::request`] (a whole-tree walk; seconds per million files).
 pub const REQUEST_MIN_GAP: Duration = Duration::from_secs(5);
 
 /// The reconcile thread: one pass every `interval`, or sooner when asked

@@ -128,11 +128,9 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
         let found = stat_chunk(c.dir, c.rel, c.names, &core.matcher);
         // Block files found in a directory count as files made in it, so a
         // flat store holding 16 or more outlives a restart (Core::reap_empty_dirs).
-        let blocks = found.iter().filter(|f| f.block).count().min(usize::from(u8::MAX));
+        let blocks = found.iter().filter(|f| f.block).count();
         let mut l = core.accounts().lock();
-        for _ in 0..blocks {
-            l.file_made_in(c.key);
-        }
+        l.files_made_in(c.key, blocks);
         record(&mut l, found, stamped_after, &mut report, &mut order);
         !stop()
     });

@@ -2,7 +2,8 @@
 # Errors with context: a failed request's log line names the FUSE operation,
 # the path (relative to the mountpoint) or handle, and the errno by name and
 # number; real failures are logged at warn level, once a minute per operation;
-# the ordinary answers (ENOENT on LOOKUP, EEXIST on MKDIR) are not.
+# the ordinary answers (ENOENT on LOOKUP, EEXIST on MKDIR) are not. ENOSPC
+# says whether the budget or BACKING's filesystem had no room.
 . "$(dirname "$0")/lib.sh"
 
 bfs_mount max_size=8M
@@ -36,4 +37,16 @@ touch "$BFS_TMP/go"
 bfs_wait_exit "$HOLD" 20 || fail "holder did not finish"
 rm -f "$MNT/kv/ab/cd.bin" "$MNT/kv/ab/ef.bin"
 bfs_unmount
+
+# ENOSPC from BACKING's own filesystem (an 8 MiB tmpfs under max_size=64M,
+# nothing evictable): the line names that filesystem, not the budget.
+mount -t tmpfs -o size=8M,mode=0755 boundfs-41 "$BACKING" || fail "cannot mount an 8 MiB tmpfs as BACKING"
+bfs_mount max_size=64M
+assert_errno ENOSPC writefile "$MNT/engine.log" 12M
+line=$(grep -E "WARN.* WRITE fh=[0-9]+ engine\.log: ENOSPC \(28\) BACKING's filesystem is full" "$BFS_LOG") ||
+    fail "the ENOSPC line does not name BACKING's filesystem: $(grep ENOSPC "$BFS_LOG" | tail -n 1)"
+log "logged: ${line#*] }"
+rm -f "$MNT/engine.log"
+bfs_unmount
+umount "$BACKING" || fail "umount tmpfs"
 log PASS

@@ -53,4 +53,18 @@ assert_eq "12 of 12 files created since mount match no pattern (*.bin), e.g. k12
 grep -q "12 of 12 files created since mount\|10 of 10 files created since mount" "$BFS_LOG" ||
     fail "the log does not say that files match no pattern"
 bfs_unmount
+
+# Directories alone above the high watermark (a deep hash tree of small
+# blocks): the warning says so. Before, it named no file ("biggest: -").
+rm -rf "${BACKING:?}"/*
+bfs_mount max_size=4M
+wait_indexed
+mkdir "$MNT/d"
+for i in $(seq 1 979); do mkdir "$MNT/d/$i" || fail "mkdir d/$i"; done  # 980 x 4 KiB: past 0.95 x 4 MiB
+poll_until 10 "the non-block warning in status" warned
+w=$(stats_field nonblock_warning)
+log "status: $w"
+case "$w" in *"biggest files: none; "9[0-9][0-9]" directories take 3."[0-9]" MiB"*) ;;
+    *) fail "the warning does not say that directories take the space: $w" ;; esac
+bfs_unmount
 log PASS
