@@ -90,18 +90,44 @@ pub fn claim(backing: &Path) -> Result<BackingClaim, String> {
     if let Err(e) = lock_claim(fd.as_raw_fd(), mounts.iter().any(|(s, _)| Path::new(s) == backing)) {
         if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
             let at = mounts.iter().find(|(s, _)| Path::new(s) == backing).map_or(
-                "elsewhere (in another mount namespace, or unmounted and still exiting after 3 s)".to_string(),
+                "elsewhere (in another mount namespace, or detached lazily and serving files still open on it)"
+                    .to_string(),
                 |(_, p)| format!("at {}", p.display()),
             );
+            let fix = match flock_holder(fd.as_raw_fd()) {
+                Some(pid) => format!(
+                    "its daemon is pid {pid}: unmount it, or stop it (kill -TERM {pid}; it exits after the last \
+                     close of its open files)"
+                ),
+                None => "unmount that one first".to_string(),
+            };
             return Err(format!(
                 "backing directory {} is already served by a live boundfs mounted {at}; one mount per backing \
-                 directory: unmount that one first",
+                 directory: {fix}",
                 backing.display()
             ));
         }
         return Err(format!("cannot claim {} (flock): {e}", backing.display()));
     }
     Ok(BackingClaim { _fd: fd })
+}
+
+/// The PID holding the `flock` on the directory `fd` refers to, from
+/// /proc/locks (`N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE ...`, device
+/// numbers in hex, as fs/locks.c prints them); None if not found (another
+/// PID namespace shows 0 or nothing) or unreadable.
+fn flock_holder(fd: std::os::fd::RawFd) -> Option<u32> {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    let want = format!("{:02x}:{:02x}:{}", libc::major(st.st_dev), libc::minor(st.st_dev), st.st_ino);
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (kind, pid, file) = (f.get(1)?, f.get(4)?, f.get(5)?);
+        (*kind == "FLOCK" && *file == want).then(|| pid.parse().ok()).flatten().filter(|&p| p > 0)
+    })
 }
 
 /// How long a claim waits for a daemon that holds BACKING's flock with no

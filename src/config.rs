@@ -205,7 +205,7 @@ impl Options {
 }
 
 /// Compiles name globs. Errors: an empty list, an empty or invalid glob, a
-/// glob with no wildcard (`pattern=bin` almost always means `*.bin`; a block
+/// glob with white space at either end, a glob with no wildcard (`pattern=bin` almost always means `*.bin`; a block
 /// store has many block files, never one fixed name).
 pub fn build_matcher(patterns: &[String]) -> Result<GlobSet, ConfigError> {
     if patterns.is_empty() {
@@ -218,6 +218,14 @@ pub fn build_matcher(patterns: &[String]) -> Result<GlobSet, ConfigError> {
         }
         if p.contains('/') {
             return err(format!("pattern: '{p}' contains '/'; patterns match file names only, e.g. *.bin"));
+        }
+        if p.trim() != p {
+            // Sizes and keys are trimmed; a glob is not, and '*.pt ' (from a
+            // quoted option list or a config line) silently selects nothing.
+            return err(format!(
+                "pattern: '{p}' begins or ends with white space, so it selects no block file; write pattern={}",
+                p.trim()
+            ));
         }
         if !p.contains(['*', '?', '[', '{']) {
             return err(format!(
@@ -382,6 +390,22 @@ pub fn parse_count(key: &str, v: &str, max: usize) -> Result<usize, ConfigError>
     }
 }
 
+/// The one-line reason a failed `access(W_OK | X_OK)` of the directory
+/// `path` gives, from its errno: EROFS names the read-only filesystem (root
+/// is refused too) and how to find it; anything else (EACCES) the user.
+fn not_writable(what: &str, path: &Path) -> String {
+    let p = path.display();
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EROFS) => format!(
+            "{what} {p} is on a read-only filesystem; remount that filesystem read-write (findmnt -T {p} names it) or choose another directory"
+        ),
+        _ => format!(
+            "{what} {p} is not writable by this user (uid {}); run as its owner or root, or choose another directory",
+            unsafe { libc::getuid() }
+        ),
+    }
+}
+
 /// Checks BACKING and MOUNTPOINT and returns them canonical. Errors: missing,
 /// not a directory, BACKING not writable, one equal to or inside the other.
 pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf), ConfigError> {
@@ -405,7 +429,7 @@ pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBu
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(b.as_os_str()))
         .or_else(|_| err("backing directory: path contains a NUL byte"))?;
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-        return err(format!("backing directory {} is not writable by this user", b.display()));
+        return err(not_writable("backing directory", &b));
     }
     if m == b {
         return err(format!("mountpoint and backing directory are the same ({}); mount somewhere else", b.display()));
@@ -509,7 +533,7 @@ fn check_out_file(
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()))
         .or_else(|_| err(format!("{key}: path contains a NUL byte")))?;
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-        return err(format!("{key} directory {} is not writable by this user", d.display()));
+        return err(not_writable(&format!("{key} directory"), d));
     }
     Ok(dir)
 }
@@ -519,9 +543,27 @@ fn check_out_file(
 /// empty (its entries are hidden while mounted; mount(8) allows it, as
 /// fuse's `nonempty` became the default in fuse3). Not checked when the
 /// mountpoint lies on a FUSE filesystem: listing it would wait on that
-/// filesystem's daemon, which may be stopped.
+/// filesystem's daemon, which may be stopped. And a `max_size` above the
+/// size of BACKING's whole filesystem (statvfs `f_blocks × f_frsize`): it
+/// works (the filesystem's ENOSPC evicts), but the budget is never what
+/// stops a write, and `df` shows a size the disk does not have.
 pub fn warnings(opts: &Options) -> Vec<String> {
     let mut w = Vec::new();
+    let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
+    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(opts.backing.as_os_str()));
+    if c.is_ok_and(|c| unsafe { libc::statvfs(c.as_ptr(), &mut v) } == 0) {
+        let total = u64::from(v.f_blocks).saturating_mul(u64::from(v.f_frsize));
+        if total > 0 && opts.max_size > total {
+            w.push(format!(
+                "max_size {} is larger than the filesystem of {} ({} in all): that filesystem fills first \
+                 (its ENOSPC then evicts); give max_size below {}",
+                crate::status::bytes(opts.max_size),
+                opts.backing.display(),
+                crate::status::bytes(total),
+                crate::status::bytes(total)
+            ));
+        }
+    }
     let on_fuse = crate::claim::fstype_of(&opts.mountpoint).is_none_or(|t| t == "fuse" || t.starts_with("fuse."));
     if on_fuse {
         return w;

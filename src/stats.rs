@@ -288,6 +288,9 @@ status_table! {
     /// When most regular files written since mount match no `pattern`: how
     /// many, an example and the option to set. Empty otherwise.
     pattern_warning: String => Gauge "boundfs_pattern_mismatch" help "1 while most files written since mount match no pattern.";
+    /// When BACKING itself was removed behind the mount (its directory has
+    /// no link left): what happens and what to do. Empty otherwise.
+    backing_warning: String => Gauge "boundfs_backing_removed" help "1 while BACKING has been removed behind the mount.";
 }
 
 /// The ledger's counts (`ledger::Ledger::counts`), copied into the status

@@ -139,7 +139,8 @@ impl Status {
         for (k, v) in rows {
             out.push_str(&format!("{k:<13}{v}\n"));
         }
-        for w in [&self.nonblock_warning, &self.pattern_warning].into_iter().filter(|w| !w.is_empty()) {
+        let warnings = [&self.backing_warning, &self.nonblock_warning, &self.pattern_warning];
+        for w in warnings.into_iter().filter(|w| !w.is_empty()) {
             out.push_str(&format!("{:<13}{w}\n", "WARNING"));
         }
         out

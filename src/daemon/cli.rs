@@ -299,6 +299,16 @@ fn clap_error(e: clap::Error) -> CliError {
                 }
             }
         }
+        ErrorKind::UnknownArgument => {
+            // `boundfs B M max_size=24G`: an option without its -o
+            if let Some(ContextValue::String(a)) = e.get(ContextKind::InvalidArg) {
+                if a.contains('=') && !a.starts_with('-') {
+                    return CliError::Bad(format!(
+                        "unexpected argument '{a}': mount options go after -o, e.g. boundfs BACKING MOUNTPOINT -o {a}"
+                    ));
+                }
+            }
+        }
         _ => {}
     }
     CliError::Bad(format!("{} (see boundfs --help)", first_line(&e.to_string())))

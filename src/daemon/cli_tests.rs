@@ -220,3 +220,12 @@ fn warm_entries_default_bounds_and_shared() {
     assert!(e.0.contains("warm_entries: '-1' must be a whole number from 0 (off)"), "{e}");
     assert!(parse(&["-o", &format!("max_size=1M,warm_entries={}", config::MAX_WARM_ENTRIES + 1)]).is_err());
 }
+
+#[test]
+fn an_option_without_its_dash_o_says_where_it_goes() {
+    let e = parse(&["max_size=24G"]).expect_err("bare key=value");
+    assert_eq!(
+        e.0,
+        "unexpected argument 'max_size=24G': mount options go after -o, e.g. boundfs BACKING MOUNTPOINT -o max_size=24G"
+    );
+}

@@ -127,7 +127,16 @@ pub fn set(args: &SetArgs) -> Result<(), CtlError> {
         bytes(s.low_watermark_bytes),
         bytes(s.usage)
     );
-    if s.usage > s.high_watermark_bytes {
+    // What eviction cannot free: block files held open, files matching no pattern.
+    let kept = s.usage.saturating_sub(s.evictable_bytes);
+    if s.usage > s.high_watermark_bytes && kept > s.low_watermark_bytes {
+        line.push_str(&format!(
+            ": eviction can free only {} (block files not open); the other {} (open, or matching no pattern) \
+             stays, so writes fail with ENOSPC until usage is below max_size (see boundfs status)",
+            bytes(s.evictable_bytes),
+            bytes(kept)
+        ));
+    } else if s.usage > s.high_watermark_bytes {
         line.push_str(": evicting down to the low watermark now");
     }
     println!("{line}");

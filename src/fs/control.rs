@@ -62,11 +62,27 @@ impl Core {
             syscalls: crate::sys::syscalls(),
             nonblock_warning: self.unevictable.nonblock_warning(),
             pattern_warning: self.unevictable.pattern_warning(),
+            backing_warning: self.backing_warning(),
             ..Status::default()
         };
         // the rows of status::FIELDS marked [stats] and [ledger]
         st.fill(s, &c);
         st
+    }
+
+    /// A warning while BACKING was removed behind the mount (`rm -rf
+    /// BACKING`: its directory, still held open by the daemon, has no link
+    /// left, so every new file fails ENOENT as in a deleted directory);
+    /// empty otherwise.
+    fn backing_warning(&self) -> String {
+        match crate::sys::fstat(self.root().fd()) {
+            Ok(st) if st.st_nlink == 0 => format!(
+                "BACKING {} was removed while mounted: new files fail with ENOENT; unmount, recreate it and \
+                 mount again",
+                self.root_path.display()
+            ),
+            _ => String::new(),
+        }
     }
 
     /// The live status as one line of JSON (see [`Status`] for the fields).

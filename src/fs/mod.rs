@@ -304,6 +304,17 @@ impl Core {
         self.stamp_due(key, stamp);
     }
 
+    /// Block files used since their last mtime stamp (a use within
+    /// `stamp_interval` of it), least recently used first: `(key, path
+    /// relative to BACKING, seconds since the latest stamp before it in the
+    /// LRU)`, for the last stamps at unmount
+    /// (`crate::workers::stamp::flush_unstamped`).
+    pub fn unstamped_uses(&self) -> Vec<(FileKey, PathBuf, u32)> {
+        let now = self.now();
+        let uses = self.accounts.lock().unstamped_uses();
+        uses.into_iter().map(|(k, p, t)| (k, p, now.saturating_sub(t))).collect()
+    }
+
     /// Queues the stamp an event found due.
     fn stamp_due(&self, key: FileKey, stamp: Option<PathBuf>) {
         if let Some(path) = stamp {

@@ -49,8 +49,10 @@ struct State {
     /// Non-block bytes at the last count, and when it was made.
     nonblock: u64,
     counted: Option<Instant>,
-    /// The warning of the episode in progress (empty: none).
+    /// The warning of the episode in progress (empty: none), and the high
+    /// watermark (bytes) it names: `boundfs set` changes it, and the warning.
     nonblock_warning: String,
+    warned_high: u64,
     /// Regular files written since mount, and those matching no pattern.
     written: u64,
     unmatched: u64,
@@ -72,7 +74,8 @@ impl Unevictable {
     /// background evictor must evict only what `max_size` needs. Cheap unless
     /// usage not evictable now (non-block, open or linked twice) is above the
     /// high watermark; then non-block bytes are recounted (O(index), at most
-    /// every [`RECOUNT_EVERY`]). Warns once per episode.
+    /// every [`RECOUNT_EVERY`]). Warns once per episode, and again
+    /// when the high watermark changes (`boundfs set`).
     pub fn over_high(&self, core: &Core) -> bool {
         let high = core.policy().high_bytes();
         let unevictable = {
@@ -91,7 +94,8 @@ impl Unevictable {
             self.state.lock().nonblock_warning.clear();
             return false;
         }
-        if self.state.lock().nonblock_warning.is_empty() {
+        let stale = { self.state.lock().warned_high != high };
+        if self.state.lock().nonblock_warning.is_empty() || stale {
             let found = biggest_nonblock(core, BIGGEST);
             let names: Vec<String> =
                 found.biggest.iter().map(|(p, n)| format!("{} ({})", p.display(), crate::status::bytes(*n))).collect();
@@ -111,6 +115,7 @@ impl Unevictable {
             );
             log::warn!("{msg}");
             s.nonblock_warning = msg;
+            s.warned_high = high;
         }
         true
     }

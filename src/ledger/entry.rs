@@ -38,6 +38,11 @@ impl Kind {
     }
 }
 
+/// Flag in [`Entry::stamped_at`]: the block file was used since its last
+/// stamp, within `stamp_interval` of it, so no stamp was written for that
+/// use; the stamp writer writes it at unmount (`Ledger::unstamped_uses`).
+pub(super) const USED_SINCE_STAMP: u32 = 1 << 31;
+
 /// One backing object.
 #[derive(Debug)]
 pub struct Entry {
@@ -54,7 +59,9 @@ pub struct Entry {
     /// Taken out of the LRU by the evictor (e.g. it had two links); a touch
     /// puts it back.
     pub(super) parked: bool,
-    /// Seconds (of the caller's clock, +1 so 0 means never) of the last mtime stamp.
+    /// Seconds (of the caller's clock, +1 so 0 means never) of the last mtime
+    /// stamp, and in the top bit [`USED_SINCE_STAMP`] (kept in this word so a
+    /// table slot stays 64 bytes).
     pub(super) stamped_at: u32,
     /// See [`Kind`]; set with [`super::Ledger::set_kind`].
     pub(super) kind: Kind,

@@ -14,6 +14,7 @@
 //! bytes per file there, in a map beside the 64-byte table slots.
 
 use super::Ledger;
+use super::entry::USED_SINCE_STAMP;
 use crate::key::FileKey;
 
 impl Ledger {
@@ -34,7 +35,7 @@ impl Ledger {
     /// When this node last wrote `key`'s mtime (created it through the mount
     /// or stamped it), seconds of the caller's clock; None if never or unknown.
     pub fn stamped_at(&self, key: FileKey) -> Option<u32> {
-        self.entries.get(&key).and_then(|e| e.stamped_at.checked_sub(1))
+        self.entries.get(&key).and_then(|e| (e.stamped_at & !USED_SINCE_STAMP).checked_sub(1))
     }
 
     /// Raises the known mtime of `key` (ns since the epoch) to `ns` if it is

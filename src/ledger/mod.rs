@@ -16,6 +16,7 @@ pub mod table;
 
 use crate::key::FileKey;
 pub use crate::stats::LedgerCounts;
+use entry::USED_SINCE_STAMP;
 pub use entry::{Entry, Kind, State};
 use policy::Policy;
 use table::Table;
@@ -347,17 +348,20 @@ impl Ledger {
 
     /// Marks `key` most recently used. Returns the path to stamp when the last
     /// stamp of this file is `interval` seconds or more before `now` (seconds
-    /// of the caller's monotonic clock).
+    /// of the caller's monotonic clock); otherwise flags the use for the last
+    /// stamps at unmount ([`Ledger::unstamped_uses`]).
     pub fn touch(&mut self, key: FileKey, now: u32, interval: u32) -> Option<PathBuf> {
         let e = self.entries.get_mut(&key)?;
         e.parked = false;
         let due = e.block
             && e.state == State::Live
-            && (e.stamped_at == 0 || now.saturating_add(1).saturating_sub(e.stamped_at) >= interval);
+            && (e.stamped_at == 0
+                || now.saturating_add(1).saturating_sub(e.stamped_at & !USED_SINCE_STAMP) >= interval);
         let stamp = if due {
             e.stamped_at = now.saturating_add(1);
             e.path.as_deref().map(Path::to_path_buf)
         } else {
+            e.stamped_at |= if e.block && e.state == State::Live && e.stamped_at != 0 { USED_SINCE_STAMP } else { 0 };
             None
         };
         if self.entries.lru_promote(&key) {

@@ -75,6 +75,8 @@ pattern empty                 | -f "$B" "$M" -o "$OK,pattern="
 pattern with a slash          | -f "$B" "$M" -o "$OK,pattern=kv/*.bin"
 pattern invalid glob          | -f "$B" "$M" -o "$OK,pattern=[abc"
 pattern one of two empty      | -f "$B" "$M" -o "$OK,pattern=*.bin,pattern="
+pattern trailing space        | -f "$B" "$M" -o "$OK,pattern=*.pt "
+--pattern leading space       | -f "$B" "$M" --max-size 64M --pattern ' *.pt'
 stamp_interval empty          | -f "$B" "$M" -o "$OK,stamp_interval="
 stamp_interval negative       | -f "$B" "$M" -o "$OK,stamp_interval=-1s"
 stamp_interval overflow       | -f "$B" "$M" -o "$OK,stamp_interval=99999999999999999999999s"
@@ -180,6 +182,12 @@ while IFS='|' read -r desc args; do
 done <<< "$CASES"
 log "$n bad-input cases, $failures wrong"
 [ "$failures" -eq 0 ] || fail "$failures of $n bad-input cases were not rejected properly"
+
+# A BACKING on a read-only filesystem says so and what to do, rather than
+# calling root a user who may not write.
+timeout 10 "$BOUNDFS" -f "$BFS_TMP/ro" "$M" -o "$OK" 2>"$BFS_TMP/err" </dev/null
+grep -q "is on a read-only filesystem; remount that filesystem read-write" "$BFS_TMP/err" ||
+    fail "read-only BACKING: the error does not name the read-only filesystem: $(cat "$BFS_TMP/err")"
 
 # and the boundary values that are valid still mount; sizes are powers of
 # 1024 with fractions; a non-empty mountpoint is warned about (one line)

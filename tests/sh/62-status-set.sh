@@ -119,5 +119,17 @@ assert_eq "$MAX" "$(stats_field max_size)" "max_size after setfattr"
 for i in 0 1 2 3 4; do mkblock "$MNT/kv/b/$i.bin" 2M "b$i"; done
 assert_eq "$ev" "$(stats_field evictions)" "no eviction below the restored budget"
 log "set: shrink to 40M -> usage $u0 -> $u1 (low watermark $LOW); grow back to 128M"
+
+# ---- shrink below what eviction can free: the answer says so, not "evicting"
+head -c $((6 * MiB)) /dev/urandom >"$MNT/notes.dat" || fail "write a 6 MiB non-block file"
+out=$("$BOUNDFS" set "$MNT" max_size=4M) || fail "boundfs set max_size=4M"
+log "$out"
+grep -q "stays, so writes fail with ENOSPC until usage is below max_size" <<<"$out" ||
+    fail "boundfs set below the unevictable usage does not say what stays: '$out'"
+# the status WARNING names the high watermark in force, also after another set
+warned() { stats_field nonblock_warning | grep -qF "above the high watermark ($1)"; }
+poll_until 10 "a WARNING naming the high watermark of max_size=4M" warned "3.6 MiB"
+"$BOUNDFS" set "$MNT" max_size=5M >/dev/null || fail "boundfs set max_size=5M"
+poll_until 10 "the WARNING naming the new high watermark (4.5 MiB) after set max_size=5M" warned "4.5 MiB"
 bfs_unmount
 bfs_done

@@ -43,6 +43,12 @@ assert_eq "./usr ./usr/local ./usr/local/bin" "$(cd "$R2" && find . -mindepth 1 
     "what --uninstall left (only the directories that were there before)"
 log "install.sh: installs, idempotent, PREFIX honoured, --uninstall leaves nothing, not even its directories"
 
+# ---- a service whose config is missing fails its start, naming the file:
+# a Condition would skip it silently (systemctl start prints nothing, mounts nothing)
+grep -qx 'AssertPathExists=/etc/boundfs/%i.conf' "$BFS_REPO/mount/boundfs@.service" ||
+    fail "boundfs@.service does not assert that /etc/boundfs/%i.conf exists"
+grep -q '^Condition' "$BFS_REPO/mount/boundfs@.service" && fail "boundfs@.service skips silently on a Condition"
+
 # ---- systemd-analyze verify
 command -v systemd-analyze >/dev/null || skip "systemd-analyze is absent (install.sh checks passed)"
 U="$BFS_TMP/units"; mkdir "$U"

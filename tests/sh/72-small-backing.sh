@@ -7,6 +7,8 @@
 
 mount -t tmpfs -o size=32M,mode=0755 boundfs-small "$BACKING" || fail "cannot mount a 32 MiB tmpfs as BACKING"
 bfs_mount max_size=64M
+grep -q "warning: max_size 64.0 MiB is larger than the filesystem of $BACKING (32.0 MiB in all)" "$BFS_LOG" ||
+    fail "no warning that max_size exceeds BACKING's filesystem: $(head -c 400 "$BFS_LOG")"
 res=$(kv_store "$MNT" 48 small 2M 4 2>"$BFS_TMP/w.err") || { cat "$BFS_TMP/w.err"; fail "writer crashed: $res"; }
 log "store 48 x 2 MiB (3 x the tmpfs) with 4 threads: $res; evictions $(stats_field evictions)"
 [ -s "$BFS_TMP/w.err" ] && sed 's/^/    /' "$BFS_TMP/w.err" | head -5

@@ -41,6 +41,9 @@ if command -v unshare >/dev/null; then
     rc=$?
     assert_eq 1 "$rc" "exit status in another mount namespace ($(cat "$BFS_TMP/err"))"
     grep -q "already served by a live boundfs mounted elsewhere" "$BFS_TMP/err" || fail "flock refusal: $(cat "$BFS_TMP/err")"
+    # the mount is not visible there: the refusal names the daemon to stop
+    grep -q "its daemon is pid $BFS_DPID: unmount it, or stop it (kill -TERM $BFS_DPID;" "$BFS_TMP/err" ||
+        fail "the flock refusal does not name the daemon's pid $BFS_DPID: $(cat "$BFS_TMP/err")"
     log "refused, from another mount namespace (flock): $(cat "$BFS_TMP/err")"
 fi
 assert_eq 8 "$(find "$BACKING/kv" -name '*.bin' | wc -l)" "blocks of the first mount after the refusals"

@@ -19,4 +19,18 @@ for i in 1 2 3 4; do
 done
 log "reconcile passes: $(stats_field reconciles), usage $(stats_field usage), du $(du_backing)"
 bfs_unmount
+
+# BACKING itself removed while mounted: new files fail with ENOENT, as in a
+# deleted directory, and status says so (before, nothing did).
+bfs_mount max_size=32M
+assert_eq "" "$(stats_field backing_warning)" "a warning while BACKING is there"
+rm -rf "$BACKING"
+assert_errno ENOENT writefile "$MNT/new.bin" 4K
+w=$(stats_field backing_warning)
+log "status: $w"
+case "$w" in *"was removed while mounted"*"recreate it and mount again"*) ;;
+    *) fail "status does not say BACKING was removed: '$w'" ;; esac
+"$BOUNDFS" status "$MNT" | grep -q '^WARNING .*was removed while mounted' || fail "boundfs status shows no WARNING row"
+bfs_unmount
+mkdir -p "$BACKING"
 log PASS

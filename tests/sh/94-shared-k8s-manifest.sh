@@ -35,5 +35,20 @@ ev = {v["name"]: v.get("hostPath", {}).get("path") for v in eng["volumes"]}
 em = eng["containers"][0]["volumeMounts"]
 assert any(ev.get(m["name"]) == path and m.get("mountPropagation") == "HostToContainer" for m in em), \
     "the engine mounts the same host path, HostToContainer"
+# BACKING is a directory in a new (empty) volume: something makes it before boundfs starts
+backing = c["command"][-2]
+assert any(backing in " ".join(i.get("command", []) + i.get("args", [])) and "mkdir" in " ".join(i.get("command", []))
+           for i in ds.get("initContainers", [])), f"an init container makes {backing} (boundfs refuses a missing BACKING)"
+# the engine's block files are what boundfs's pattern selects (LMCache writes *.pt)
+opts = " ".join(c["args"])
+patterns = [o.split("=", 1)[1] for o in opts.replace("-o ", "").replace(" ", ",").split(",") if o.startswith("pattern=")] or ["*.bin"]
+eng_text = yaml.safe_dump(eng)
+if "LMCACHE" in eng_text or "LMCache" in eng_text:
+    assert "*.pt" in patterns, f"the engine is LMCache (*.pt files) but boundfs selects {patterns}: nothing would be evicted"
+if '"type":"fs"' in eng_text.replace(" ", "") or "'type':'fs'" in eng_text.replace(" ", ""):
+    assert "*.bin" in patterns, f"vLLM's fs tier writes *.bin but boundfs selects {patterns}"
+# the engine waits for the mount (else it writes, unbounded, into the bare host directory)
+assert any("fuse.boundfs" in " ".join(i.get("command", [])) for i in eng.get("initContainers", [])), \
+    "the engine pod waits for the boundfs mount before it starts"
 PY
 bfs_done
