@@ -128,7 +128,7 @@ impl Core {
                 Stats::add(&self.stats.evictions, 1);
                 Stats::add(&self.stats.evicted_bytes, done.freed);
                 if let Some(dir_rel) = rel.parent() {
-                    self.empty_dirs.lock().push((dir_rel.to_path_buf(), 0));
+                    self.empty_dirs.lock().push((dir_rel.to_path_buf(), 0, false));
                 }
                 Some((done.freed, done.ticket))
             }
@@ -169,7 +169,7 @@ impl Core {
                 crate::warn_limited!("eviction could not remove {}: {e:?}; skipping it", rel.display());
                 skip("unlink failed")
             }
-            Err(Kept::Missing | Kept::Replaced) => skip("replaced"),
+            Err(Kept::Missing | Kept::Replaced | Kept::NotYet) => skip("replaced"),
         }
     }
 
@@ -354,7 +354,11 @@ impl Core {
     /// which lookup also takes: so a client that just resolved it (say
     /// between the `mkdir -p` of its parent and the create inside it) keeps
     /// it. Until then the kernel is asked to drop its entry, and it is retried
-    /// on later passes (for a minute at most). A directory in which
+    /// on later passes (for a minute at most). It must also have been found
+    /// forgotten by the pass before (passes run about a second apart), so a
+    /// client whose lookup came just before the kernel acted on an earlier
+    /// request to drop the entry (an `os.makedirs` answered EEXIST, then the
+    /// FORGET) still finds the directory for its create. A directory in which
     /// `FLAT_STORE_FILES` or more files were created through the mount is
     /// kept: it is an engine's flat store, made once at start-up (SGLang's
     /// HiCacheFile `file_path`, LMCache's local disk path), whose next store
@@ -363,7 +367,7 @@ impl Core {
     pub fn reap_empty_dirs(&self) {
         let batch = std::mem::take(&mut *self.empty_dirs.lock());
         let mut retry = Vec::new();
-        for (rel, tries) in batch {
+        for (rel, tries, idle) in batch {
             let check = |st: Result<&libc::stat, Errno>| {
                 let st = st.map_err(|_| Kept::Missing)?;
                 if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_nlink > 2 {
@@ -376,20 +380,24 @@ impl Core {
                 if self.inodes.ino_of(&dkey).is_some() {
                     return Err(Kept::Busy);
                 }
+                if !idle {
+                    return Err(Kept::NotYet);
+                }
                 Ok((dkey, Removal::Dir))
             };
             match self.remove_verified(&rel, check) {
                 Ok(_) => {
                     if let Some(parent_rel) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
-                        retry.push((parent_rel.to_path_buf(), 0));
+                        retry.push((parent_rel.to_path_buf(), 0, false));
                     }
                 }
+                Err(Kept::NotYet) => retry.push((rel.clone(), tries, true)),
                 Err(Kept::Busy) if tries < 60 => {
                     // The kernel still holds the directory: ask it to drop the entry.
                     if let Some(p) = self.parent_of(&rel) {
                         self.invalidate_entry(&p.key, p.name);
                     }
-                    retry.push((rel.clone(), tries + 1));
+                    retry.push((rel.clone(), tries + 1, false));
                 }
                 Err(_) => {}
             }
@@ -424,6 +432,9 @@ pub(crate) enum Kept {
     Replaced,
     /// It is open, or (for a directory) still known to the kernel.
     Busy,
+    /// A directory the kernel forgot since the last reap pass: removed on
+    /// the next one if it stays forgotten (`Core::reap_empty_dirs`).
+    NotYet,
     /// Someone else removed it between the check and the unlink (or another
     /// node did, in shared mode): these bytes stopped counting.
     AlreadyGone(u64),

@@ -241,3 +241,26 @@ fn a_victim_moved_behind_the_daemon_keeps_counting() {
     assert_eq!(c.accounts().lock().usage(), before, "a file still in BACKING keeps counting");
     assert!(d.path().join("moved.bin").exists());
 }
+
+#[test]
+fn an_emptied_directory_goes_only_after_a_whole_pass_forgotten() {
+    // A vLLM store's race with the reaper: the client's LOOKUP of its hash
+    // directory (`os.makedirs` answered EEXIST) lands just before the kernel
+    // acts on the reaper's earlier request to drop that entry, so the FORGET
+    // follows at once; the create that comes next must still find it.
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("h")).unwrap();
+    std::fs::write(d.path().join("h/k.bin"), b"data").unwrap();
+    let c = core(d.path(), 1 << 30);
+    let h = c.lookup(ROOT, OsStr::new("h")).unwrap().ino;
+    let (key, path) = c.accounts().lock().take_victim().unwrap();
+    assert!(c.evict_victim(key, &path).is_some());
+    c.reap_empty_dirs(); // the kernel holds h: asked to drop it
+    assert!(d.path().join("h").exists());
+    c.lookup(ROOT, OsStr::new("h")).unwrap(); // the client's makedirs
+    c.forget(h, 2); // the kernel drops the entry as asked
+    c.reap_empty_dirs();
+    assert!(d.path().join("h").exists(), "removed between the client's lookup and its create");
+    c.reap_empty_dirs(); // forgotten for a whole pass: now it goes
+    assert!(!d.path().join("h").exists());
+}

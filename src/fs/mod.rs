@@ -102,8 +102,10 @@ pub struct Core {
     pub stamper: Stamper,
     /// Wakes the background evictor (work pending, or stop).
     evict_wake: Signal,
-    /// Directories eviction may have left empty: (path relative to BACKING, passes tried).
-    pub empty_dirs: Mutex<Vec<(PathBuf, u32)>>,
+    /// Directories eviction may have left empty: (path relative to BACKING,
+    /// passes tried, found idle by the previous pass); see
+    /// [`Core::reap_empty_dirs`].
+    pub empty_dirs: Mutex<Vec<(PathBuf, u32, bool)>>,
     /// What eviction can't remove: non-block usage, files matching no pattern.
     pub unevictable: unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).
