@@ -19,8 +19,9 @@
 //! 5. open it; in shared mode (`-o shared`) check it is still the chosen
 //!    file and take `LOCK_EX | LOCK_NB` (another node's open holds
 //!    `LOCK_SH`: then skip it, made most recent; see `fs::shared`);
-//!    truncate to 0 (the kernel may still hold an fd-backed inode), `unlinkat`,
-//!    ledger `finish_evict`; emptied directories are queued for removal;
+//!    `unlinkat`, then truncate to 0 through the fd (the kernel may still hold
+//!    an fd-backed inode; a daemon killed between the two leaves nothing
+//!    under the name), ledger `finish_evict`; emptied directories are queued for removal;
 //! 6. release the stripe, queue the kernel invalidation of the name.
 //!
 //! Steps 2–6 are [`Core::remove_verified`], the one removal protocol, which

@@ -120,12 +120,12 @@ fn shared_open_of_a_file_another_node_evicted_is_enoent() {
     c.shared = true;
     store(&c, "k.bin", b"data");
     let ino = c.lookup(ROOT, OsStr::new("k.bin")).unwrap().ino;
-    // Node 2's eviction: LOCK_EX, truncate, unlink, close; our kernel still
+    // Node 2's eviction: LOCK_EX, unlink, truncate, close; our kernel still
     // has the inode, so the open arrives for an unlinked file.
     let f = std::fs::OpenOptions::new().write(true).open(d.path().join("k.bin")).unwrap();
     assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) }, 0);
-    f.set_len(0).unwrap();
     std::fs::remove_file(d.path().join("k.bin")).unwrap();
+    f.set_len(0).unwrap();
     drop(f);
     assert_eq!(c.open(ino, libc::O_RDONLY).err(), Some(Errno::ENOENT));
 }

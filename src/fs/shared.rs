@@ -10,9 +10,9 @@
 //!   closes the fd; once it has the lock it re-checks that the file still has
 //!   a name (`st_nlink > 0`), else the open fails with ENOENT;
 //! - eviction opens the victim, checks it is the chosen file, and takes
-//!   `LOCK_EX | LOCK_NB` before truncating and unlinking it; when another
+//!   `LOCK_EX | LOCK_NB` before unlinking and truncating it; when another
 //!   node holds `LOCK_SH` the victim is skipped and made most recent (it is
-//!   in use), so truncate-before-unlink never hits a file another node has open.
+//!   in use), so the truncate never hits a file another node has open.
 //!
 //! flock locks cross JuiceFS clients (tests/sh/91-shared-jfs-held-open.sh checks
 //! it), CephFS (kernel and ceph-fuse), NFSv4 (Linux emulates flock with
@@ -37,7 +37,7 @@ use super::{Core, OpResult, sys};
 use crate::config::FlushMode;
 
 /// How long an opener waits for an eviction on another node that holds
-/// `LOCK_EX` on the file (a truncate and an unlink: milliseconds) before it
+/// `LOCK_EX` on the file (an unlink and a truncate: milliseconds) before it
 /// answers ENOENT (the file is being evicted). Bounded, so that a lock left
 /// by a dead client of the distributed filesystem cannot wedge an open.
 pub const OPEN_LOCK_WAIT: Duration = Duration::from_secs(2);

@@ -30,7 +30,7 @@
 //!    older than `stale_tmp` (default 1 h; 0 disables; the ctime because an
 //!    archive extracted just now carries old mtimes) and no open handle through the
 //!    mount, with eviction's protocol: name verified under the stripe, ledger
-//!    `begin_removal` (an open racing it answers ENOENT), truncate, unlink
+//!    `begin_removal` (an open racing it answers ENOENT), unlink, truncate
 //!    (`Core::remove_verified`, the protocol eviction uses).
 //!    Until then they count toward usage like every file.
 //!
