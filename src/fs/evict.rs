@@ -366,9 +366,32 @@ impl Core {
     /// would fail with ENOENT without it; engines with fan-out directories
     /// (vLLM, llm-d) make them before each store, a block or two in each.
     pub fn reap_empty_dirs(&self) {
+        self.reap_pass(false);
+    }
+
+    /// After the FUSE session has ended (no client can reach the mount any
+    /// more, so the kernel holds none of its directories): removes every
+    /// directory still waiting in [`Core::reap_empty_dirs`]'s queue, and the
+    /// parents that leaves empty, at once. Without it the last second's
+    /// emptied directories stayed in BACKING for good: after a restart
+    /// nothing tells them from a user's empty directories.
+    pub fn reap_empty_dirs_at_unmount(&self) {
+        // one pass per directory level (a pass queues the parents it empties)
+        for _ in 0..64 {
+            if self.empty_dirs.lock().is_empty() {
+                break;
+            }
+            self.reap_pass(true);
+        }
+    }
+
+    /// One pass over the queue; `unmounted`: the session has ended, so the
+    /// kernel's hold and the pass of waiting do not apply.
+    fn reap_pass(&self, unmounted: bool) {
         let batch = std::mem::take(&mut *self.empty_dirs.lock());
         let mut retry = Vec::new();
         for (rel, tries, idle) in batch {
+            let idle = idle || unmounted;
             let check = |st: Result<&libc::stat, Errno>| {
                 let st = st.map_err(|_| Kept::Missing)?;
                 if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_nlink > 2 {
@@ -378,7 +401,7 @@ impl Core {
                 if self.accounts.lock().get(&dkey).is_some_and(|e| e.files_made >= FLAT_STORE_FILES) {
                     return Err(Kept::Replaced);
                 }
-                if self.inodes.ino_of(&dkey).is_some() {
+                if !unmounted && self.inodes.ino_of(&dkey).is_some() {
                     return Err(Kept::Busy);
                 }
                 if !idle {

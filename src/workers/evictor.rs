@@ -74,6 +74,8 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         if stop() {
             sweeps.last = None;
             sweeps.flush(&core);
+            // `stop` is set once the FUSE session has ended.
+            core.reap_empty_dirs_at_unmount();
             return;
         }
         // Every node removes the directories its own evictions emptied (a

@@ -98,4 +98,15 @@ bfs_mount max_size=16M
 evict_flat flat2 " (after a restart: indexed at start-up)"
 sg_store "$MNT/kv/flat" 22 22 || fail "a store into the flat directory after a restart and its eviction"
 bfs_unmount
+
+# umount right after the stores: the directories eviction emptied in the
+# last seconds go too, not left in BACKING for good (after a restart nothing
+# tells them from a user's empty directories)
+rm -rf "${BACKING:?}"/*
+bfs_mount max_size=8M
+res=$(kv_store "$MNT/last" 16 last 1M) || fail "writer crashed"   # 2 x max_size: evicts inline
+assert_eq 0 "$(json_get "$res" errors)" "store errors ($res)"
+bfs_unmount
+assert_eq "" "$(find "$BACKING" -mindepth 1 -type d -empty | head -n 3 | tr '\n' ' ')" \
+    "empty directories left in BACKING after umount"
 log PASS
