@@ -113,6 +113,63 @@ def note(msg):
 
 
 # --------------------------------------------------------------------- store
+# The one vLLM-style block writer: this tool, scripts/bench (kvbench.py,
+# trace.py) and the test helpers (tests/sh/helpers/blocks.py, stress.py) all
+# store through write_tmp / store_file.
+
+
+def write_tmp(dest, data, direct=True, phase=None):
+    """The first half of vLLM's store of one block file at `dest`: makedirs
+    of its directory; open(<dest>_<16 hex>.tmp, O_CREAT|O_EXCL|O_WRONLY|
+    O_TRUNC, plus O_DIRECT when `direct`, mode 0644); one write() of all of
+    `data` (bytes-like, page-aligned when `direct`; or a function returning
+    them, called once the directory is there, so a store that fails early
+    does not pay for making its content); close. Returns the
+    temporary's path. `phase(tmp)` is called just before the write and
+    `phase(None)` once the close has returned or the store failed, so a
+    caller can tell which stores are in flight. Raises OSError (EIO for a
+    short write), after removing the temporary."""
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    if callable(data):
+        data = data()
+    tmp = f"{dest}_{secrets.token_hex(8)}.tmp"
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | (O_DIRECT if direct else 0)
+    fd = os.open(tmp, flags, 0o644)
+    try:
+        try:
+            if phase:
+                phase(tmp)
+            n = os.write(fd, data)
+        finally:
+            os.close(fd)
+            if phase:
+                phase(None)
+        if n != len(data):
+            raise OSError(errno.EIO, f"short write: {n} of {len(data)} bytes", tmp)
+    except BaseException:
+        _discard(tmp)
+        raise
+    return tmp
+
+
+def _discard(tmp):
+    """Removes a failed store's temporary, if it is still there."""
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+
+
+def store_file(dest, data, direct=True, phase=None):
+    """vLLM's store of one block file: write_tmp, then rename(tmp, dest). No
+    exists() check and no fsync. Raises OSError, after removing the
+    temporary."""
+    tmp = write_tmp(dest, data, direct, phase)
+    try:
+        os.rename(tmp, dest)
+    except BaseException:
+        _discard(tmp)
+        raise
 
 
 def store_one(root, seed, i, size, flags, bufs):
@@ -120,25 +177,12 @@ def store_one(root, seed, i, size, flags, bufs):
     dest = block_path(root, seed, i)
     if os.path.exists(dest):
         return "skipped"
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    tmp = f"{dest}_{secrets.token_hex(8)}.tmp"
-    buf = bufs.get(size)
-    buf[:size] = block_content(seed, i, size)
-    fd = os.open(tmp, flags, 0o644)
-    try:
-        try:
-            n = os.write(fd, memoryview(buf)[:size])
-        finally:
-            os.close(fd)
-        if n != size:
-            raise OSError(errno.EIO, f"short write: {n} of {size} bytes", tmp)
-        os.rename(tmp, dest)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    def content():
+        buf = bufs.get(size)
+        buf[:size] = block_content(seed, i, size)
+        return memoryview(buf)[:size]
+
+    store_file(dest, content, direct=bool(flags & O_DIRECT))
     return "stored"
 
 

@@ -38,6 +38,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from kvblocks import store_file  # noqa: E402  the one vLLM-style block writer
+
 PAGE = 4096
 O_DIRECT = getattr(os, "O_DIRECT", 0)
 MAX_ERR_LINES = 5
@@ -142,7 +145,6 @@ def cmd_store(a):
     bufs = [aligned_buffer(a.size, fill) for _ in range(a.threads)]
     err = Errors()
     direct = not a.buffered and direct_write_works(a.root)
-    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | (O_DIRECT if direct else 0)
 
     def work(t, hs):
         buf = bufs[t]
@@ -151,16 +153,7 @@ def cmd_store(a):
             try:
                 if os.path.exists(dest):
                     continue
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
-                tmp = f"{dest}_{secrets.token_hex(8)}.tmp"
-                fd = os.open(tmp, flags, 0o644)
-                try:
-                    n = os.write(fd, buf)
-                finally:
-                    os.close(fd)
-                if n != a.size:
-                    err.add(f"short write {n}/{a.size}: {tmp}")
-                os.rename(tmp, dest)
+                store_file(dest, buf, direct=direct)
             except OSError as e:
                 err.add(f"store {dest}: {e}")
 

@@ -48,7 +48,6 @@ import errno
 import json
 import os
 import queue
-import secrets
 import struct
 import sys
 import threading
@@ -56,6 +55,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kvbench import O_DIRECT, Errors, aligned_buffer, block_hash, direct_write_works  # noqa: E402
+from kvblocks import store_file  # noqa: E402  (kvbench put scripts/ on the path)
 
 # ../shared next to the repository (as in CI), or $BOUNDFS_SHARED
 SHARED = os.environ.get("BOUNDFS_SHARED") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared")
@@ -101,7 +101,6 @@ def cmd_run(a):
     counts = Counts()
     direct = not a.buffered and direct_write_works(a.root)
     odirect = O_DIRECT if direct else 0
-    wflags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | odirect
     work = queue.Queue()
     for chain in chains:
         work.put(chain)
@@ -129,17 +128,11 @@ def cmd_run(a):
         dest = path_of(a.root, bid)
         if os.path.exists(dest):
             return False
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        buf[:size] = pattern(bid, size)
-        tmp = f"{dest}_{secrets.token_hex(8)}.tmp"
-        fd = os.open(tmp, wflags, 0o644)
-        try:
-            n = os.write(fd, buf)
-        finally:
-            os.close(fd)
-        if n != size:
-            err.add(f"short write {n}/{size}: {tmp}")
-        os.rename(tmp, dest)
+        def content():
+            buf[:size] = pattern(bid, size)
+            return buf
+
+        store_file(dest, content, direct=direct)
         return True
 
     def worker():

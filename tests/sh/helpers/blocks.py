@@ -28,6 +28,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "scripts"))
+from kvblocks import store_file  # noqa: E402  the one vLLM-style block writer
+
 
 def size_of(s):
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -82,34 +85,18 @@ def store_one(root, h, size, phase=None):
     "errors". phase(tmp_path or None): called with the temporary's path just
     before its write begins and with None once its close has returned (or
     the store failed), so a caller can tell which stores are in flight."""
-    phase = phase or (lambda _p: None)
     dest = dest_of(root, h)
     if os.path.exists(dest):
         return "stored"
-    tmp = None
-    try:
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        tmp = "%s_%s.tmp" % (dest, os.urandom(4).hex())
+    def data():
         buf = mmap.mmap(-1, size)
         buf.write(content(size, h))
-        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | os.O_DIRECT, 0o644)
-        try:
-            phase(tmp)
-            w = os.write(fd, buf)
-        finally:
-            os.close(fd)
-            phase(None)
-        if w != size:
-            raise OSError(errno.EIO, "short write %d" % w)
-        os.rename(tmp, dest)
-        tmp = None
+        return buf
+
+    try:
+        store_file(dest, data, direct=True, phase=phase)
         return "stored"
     except OSError as e:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
         if e.errno == errno.ENOSPC:
             return "enospc"
         print("store %s: %s" % (dest, e), file=sys.stderr)

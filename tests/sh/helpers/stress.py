@@ -41,6 +41,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "scripts"))
+from kvblocks import write_tmp  # noqa: E402  the one vLLM-style block writer
+
 NKEYS = 1 << 16
 HDR = struct.Struct("<8sQQQ")
 MAGIC = b"BFSTRESS"
@@ -94,25 +97,11 @@ class Shared:
 
 
 def write_block(path, data, aligned):
-    """vLLM's store; returns None or raises OSError."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = "%s_%s.tmp" % (path, os.urandom(4).hex())
+    """The first half of vLLM's store (scripts/kvblocks.py write_tmp, the one
+    block writer): returns the temporary's path, which the caller renames, or
+    raises OSError."""
     aligned[: len(data)] = data
-    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC | os.O_DIRECT, 0o644)
-    try:
-        try:
-            w = os.write(fd, aligned)
-        finally:
-            os.close(fd)
-        if w != len(data):
-            raise OSError(errno.EIO, "short write %d of %d" % (w, len(data)))
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return tmp
+    return write_tmp(path, aligned, direct=True)
 
 
 def writer(a, sh, w, out):
