@@ -94,10 +94,9 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         );
     }
     let mut core = Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval);
-    core.shared = opts.shared;
-    core.flush_backing = flush_backing;
+    core.set_modes(opts.shared, flush_backing);
     let core = Arc::new(core);
-    core.unevictable.set_patterns(&opts.patterns);
+    core.unevictable().set_patterns(&opts.patterns);
 
     // Handlers go in before the mount exists: a signal sent as soon as the
     // mount is visible must unmount, not be lost (or ignored, as SIGINT is
@@ -186,7 +185,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         workers.push(thread::Builder::new().name("stamper".into()).spawn(move || {
             // The kernel caches attributes for attr_timeout: show it the new mtimes.
             let stamped = |keys: &[_], ns| c.stamped(keys, ns);
-            stamp::run(&c.stamper, &stamp_root, || s.load(Ordering::Relaxed), stamped);
+            stamp::run(c.stamper(), &stamp_root, || s.load(Ordering::Relaxed), stamped);
             // The session has ended: no more uses. Persist the ones the
             // stamp_interval rate limit held back, so the LRU survives.
             for (key, ns) in stamp::flush_unstamped(&c.unstamped_uses(), &stamp_root) {
@@ -266,8 +265,8 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     };
     stop.store(true, Ordering::Relaxed);
     core.wake_evictor();
-    core.stamper.kick();
-    core.reconcile.stop();
+    core.stamper().kick();
+    core.reconcile_waker().stop();
     core.invalidator().stop();
     if let Some(m) = &metrics {
         m.thread().unpark();

@@ -29,6 +29,7 @@ mod meta;
 mod namespace;
 pub mod own_removals;
 mod owner;
+mod parts;
 mod recreate;
 pub mod shared;
 pub mod unevictable;
@@ -85,7 +86,7 @@ pub struct Caller {
 /// The shared state of one mount.
 pub struct Core {
     /// Canonical BACKING path (to turn /proc/self/fd links into relative paths).
-    pub root_path: PathBuf,
+    root_path: PathBuf,
     /// FUSE inodes ↔ backing objects.
     inodes: InodeTable,
     /// Usage, LRU, pins, reservations, the budget: the one door to the ledger.
@@ -93,37 +94,37 @@ pub struct Core {
     /// Namespace serialisation per backing directory.
     dirlocks: DirLocks,
     /// Selects block files by name.
-    pub matcher: GlobSet,
+    matcher: GlobSet,
     /// Counters.
     stats: Stats,
     /// Kernel cache invalidations.
     inval: Invalidator,
     /// Pending mtime stamps.
-    pub stamper: Stamper,
+    stamper: Stamper,
     /// Wakes the background evictor (work pending, or stop).
     evict_wake: Signal,
     /// Directories eviction may have left empty: (path relative to BACKING,
     /// passes tried, found idle by the previous pass); see
     /// [`Core::reap_empty_dirs`].
-    pub empty_dirs: Mutex<Vec<(PathBuf, u32, bool)>>,
+    empty_dirs: Mutex<Vec<(PathBuf, u32, bool)>>,
     /// What eviction can't remove: non-block usage, files matching no pattern.
-    pub unevictable: unevictable::Unevictable,
+    unevictable: unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).
-    pub reconcile: crate::wake::Waker,
+    reconcile: crate::wake::Waker,
     /// Top entries of BACKING the daemon removed itself, for the watch.
-    pub own_removals: own_removals::OwnRemovals,
+    own_removals: own_removals::OwnRemovals,
     /// Thread id of the daemon's own thread warming the kernel's entries
     /// (`workers::warm`), 0 when none: its LOOKUPs are no use of a block.
-    pub warm_tid: std::sync::atomic::AtomicI32,
+    warm_tid: std::sync::atomic::AtomicI32,
     /// `-o shared`: opens hold a flock and eviction takes one (see [`shared`]).
     /// Set once, before the mount serves.
-    pub shared: bool,
+    shared: bool,
     /// FLUSH closes a duplicate of the backing fd (see [`Core::flush`]). Set
     /// once, before the mount serves.
-    pub flush_backing: bool,
+    flush_backing: bool,
     /// Shared mode: this node holds the sweeper lease (see [`lease`]); only
     /// the sweeper runs background sweeps and removes emptied directories.
-    pub sweeping: AtomicBool,
+    sweeping: AtomicBool,
     /// Shared mode: the removals this node publishes and reads from the
     /// other nodes (see [`journal`]).
     journal: journal::Journal,

@@ -165,7 +165,7 @@ impl Filesystem for BoundFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.core.stats().requests.count(Op::Lookup);
         // The daemon's own warming lookups (workers::warm) are no use of a block.
-        let warming = req.pid() as i32 == self.core.warm_tid.load(std::sync::atomic::Ordering::Relaxed);
+        let warming = req.pid() as i32 == self.core.warm_tid().load(std::sync::atomic::Ordering::Relaxed);
         match self.core.lookup_as(parent, name, !warming) {
             Ok(a) if warming && a.kind == fuser::FileType::RegularFile && self.core.is_block_name(name) => {
                 self.warmed.lock().insert(a.ino.0);

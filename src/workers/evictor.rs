@@ -83,7 +83,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         // fs/recreate.rs), so inline evictions leave no empty directories
         // behind to fill the shared budget.
         core.reap_empty_dirs();
-        if core.shared && !lease.poll(&core) {
+        if core.shared() && !lease.poll(&core) {
             // Shared tier: only the sweeper sweeps, so no two nodes evict the
             // same excess; this node evicts inline for its own writes only
             // (Core::reserve), and what the other nodes evicted stops
@@ -93,7 +93,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             continue;
         }
         if !core.accounts().should_wake() {
-            core.unevictable.clear();
+            core.unevictable().clear();
             sweeps.flush(&core);
             continue;
         }
@@ -103,7 +103,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         let before = counters.map(Stats::get);
         // Non-block usage alone above the high watermark: the low one can't
         // be reached; evict only what max_size itself needs (see fs/unevictable.rs).
-        let stuck = core.unevictable.over_high(&core);
+        let stuck = core.unevictable().over_high(&core);
         let measure = || {
             // Shared tier: re-read what the other nodes evicted (inline, for
             // their writes) before each batch, so it is not evicted twice.
@@ -111,11 +111,11 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             if stuck { core.accounts().over_max() } else { core.accounts().excess() }
         };
         let mut excess = measure();
-        let batch = if core.shared { excess.div_ceil(SWEEP_BATCHES).max(1) } else { u64::MAX };
+        let batch = if core.shared() { excess.div_ceil(SWEEP_BATCHES).max(1) } else { u64::MAX };
         while excess > 0 && core.evict(excess.min(batch), true) > 0 && !stop() {
             // Shared tier: a holder stopped for longer than the takeover
             // time was replaced meanwhile, and steps down here (fs/lease.rs).
-            if core.shared && !lease.poll(&core) {
+            if core.shared() && !lease.poll(&core) {
                 break;
             }
             excess = measure();

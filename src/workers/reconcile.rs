@@ -239,7 +239,7 @@ impl Reconciler {
                 }
             }
         }
-        if core.shared {
+        if core.shared() {
             // One LRU across nodes: other nodes' uses reach this node only as
             // the mtimes they stamp, so every block takes its place by the
             // mtime just read (this node's own uses since are stamped too,
@@ -336,7 +336,7 @@ impl Reconciler {
             classify(&self.tmp, core, &mut w, cutoff, vec![(st, PathBuf::new())]);
         }
         // The walk's three callbacks share the directory cache and the findings.
-        let shared = core.shared;
+        let shared = core.shared();
         let state = std::cell::RefCell::new((&mut w, &mut self.dirs));
         let tmp = &self.tmp;
         let unreadable = super::walk::walk_changed(
@@ -475,7 +475,7 @@ pub const REQUEST_MIN_GAP: Duration = Duration::from_secs(5);
 pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
     // No pass has run yet: the first request is served at once.
     let mut gap = Duration::ZERO;
-    while !core.reconcile.sleep(interval, gap) {
+    while !core.reconcile_waker().sleep(interval, gap) {
         gap = REQUEST_MIN_GAP;
         let t0 = Instant::now();
         let r = rec.pass(&core);

@@ -201,7 +201,7 @@ fn shared_passes_read_only_the_directories_that_changed_and_all_every_full_pass(
     use crate::workers::dircache::FULL_EVERY;
     let d = tempfile::tempdir().unwrap();
     let mut c = core(d.path(), 1 << 30);
-    c.shared = true;
+    c.set_modes(true, false);
     for dir in ["a", "b"] {
         std::fs::create_dir(d.path().join(dir)).unwrap();
         for i in 0..3 {

@@ -125,7 +125,7 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
     let stamped_after = unix_now.saturating_sub(core.stamp_interval_secs()) as i64;
     let unreadable = walk(root.as_fd(), |c| {
         let _stripe = core.lock_dirs(&[c.key]);
-        let found = stat_chunk(c.dir, c.rel, c.names, &core.matcher);
+        let found = stat_chunk(c.dir, c.rel, c.names, core.matcher());
         // Block files found in a directory count as files made in it, so a
         // flat store holding 16 or more outlives a restart (Core::reap_empty_dirs).
         let blocks = found.iter().filter(|f| f.block).count();
@@ -134,7 +134,7 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
         record(&mut l, found, stamped_after, &mut report, &mut order);
         !stop()
     });
-    if core.shared {
+    if core.shared() {
         // Shared mode: what eviction compares a victim's mtime with.
         let mut l = core.accounts().lock();
         for ((s, ns), k) in &order {

@@ -63,7 +63,7 @@ pub fn run(core: Arc<Core>, mountpoint: &Path, count: usize, stop: impl Fn() -> 
     // Its LOOKUPs reach the daemon with this thread's id: they are not uses
     // of the blocks (the LRU order and the mtimes stay as they were).
     let tid = unsafe { libc::gettid() };
-    core.warm_tid.store(tid, Ordering::Relaxed);
+    core.warm_tid().store(tid, Ordering::Relaxed);
     let mut warmed = 0;
     for p in &paths {
         if stop() {
@@ -75,7 +75,7 @@ pub fn run(core: Arc<Core>, mountpoint: &Path, count: usize, stop: impl Fn() -> 
             Err(_) => break,
         }
     }
-    core.warm_tid.store(0, Ordering::Relaxed);
+    core.warm_tid().store(0, Ordering::Relaxed);
     log::info!(
         "warmed the kernel's entries of {warmed} most recently used block files in {:.3}s",
         t0.elapsed().as_secs_f64()
