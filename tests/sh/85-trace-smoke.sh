@@ -10,8 +10,8 @@
 #     BACKING holds at the end; it is not asserted: this early in the trace
 #     fewer than 2 % of block references repeat, too few to tell LRU from
 #     another order (scripts/bench.sh's whole-trace rows compare them);
-#   * a load whose entries the kernel has cached costs OPEN and RELEASE only
-#     (2 FUSE requests per block, counted by the daemon).
+#   * after a remount, a load whose entries the kernel has cached costs OPEN
+#     and RELEASE only (2 FUSE requests per block, counted by the daemon).
 . "$(dirname "$0")/lib.sh"
 
 TRACE="$BFS_REPO/scripts/bench/trace.py"
@@ -48,6 +48,11 @@ ideal=$($PY "$TRACE" --requests $REQ lru "$held" | $PY -c 'import json,sys; prin
 ratio=$($PY -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(r["hits"]/r["refs"])' "$BFS_TMP/run.json")
 log "hit ratio $ratio; ideal LRU at the $held blocks held: $ideal"
 
+# Loads on a fresh mount of what the replay kept: no eviction or reaping of
+# emptied directories runs beside them (their kernel invalidations make the
+# walk GETATTR a hash directory again), and no entry warming.
+bfs_remount "max_size=$((max / MiB))M,warm_entries=0"
+wait_indexed
 $PY "$TRACE" loadpass "$BACKING" "$MNT" 50 >"$BFS_TMP/loadpass.json" 2>"$BFS_TMP/loadpass.err" ||
     fail "loadpass: $(tail -n 1 "$BFS_TMP/loadpass.err")"
 log "loads: $(cat "$BFS_TMP/loadpass.json")"
