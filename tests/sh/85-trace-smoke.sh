@@ -26,13 +26,13 @@ max=$(((distinct / 10 * (BS + 8192) + top * 4096 + MiB - 1) / MiB * MiB))
 log "$distinct distinct blocks of $BS B; max_size $((max / MiB)) MiB"
 
 bfs_mount "max_size=$((max / MiB))M"
-stats() { $PY -c 'import os,sys; print(os.getxattr(sys.argv[1], "user.boundfs.stats").decode())' "$MNT"; }
-stats >"$BFS_TMP/before.json" || fail "status JSON unreadable"
+stats_json >"$BFS_TMP/before.json" || fail "status JSON unreadable"
 $PY "$TRACE" --requests $REQ run "$MNT" --block-size $BS --threads 2 >"$BFS_TMP/run.json" 2>"$BFS_TMP/run.err" ||
     fail "trace.py run: $(tail -n 3 "$BFS_TMP/run.err")"
-stats >"$BFS_TMP/after.json"
+stats_json >"$BFS_TMP/after.json"
 log "run: $(cat "$BFS_TMP/run.json")"
-field() { $PY -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])[sys.argv[2]])' "$@"; }
+# FILE KEY: KEY of the JSON line that ends FILE
+field() { json_get "$(tail -n 1 "$1")" "$2"; }
 
 assert_eq 0 "$(field "$BFS_TMP/run.json" errors)" "wrong bytes or failed stores in the replay"
 assert_eq 0 "$(field "$BFS_TMP/after.json" enospc)" "stores refused with ENOSPC"
