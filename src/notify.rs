@@ -64,6 +64,23 @@ impl Invalidator {
         self.enqueue(Item::Attrs(ino))
     }
 
+    /// Drops the kernel's cached attributes (and cached POSIX ACLs) of FUSE
+    /// inode `ino` now, from the calling thread, before the caller answers
+    /// its request: the next stat or permission check asks GETATTR (and
+    /// GETXATTR for the ACLs). Unlike an entry invalidation this is safe
+    /// from a request handler: `fuse_reverse_inval_inode` (fs/fuse/inode.c)
+    /// with offset -1 takes only the inode's spinlock, never a lock a
+    /// pending request can hold. Failures (the kernel has no such inode: it
+    /// cached nothing) are logged at debug level.
+    pub fn attrs_now(&self, ino: u64) {
+        if let Some(n) = self.notifier.get() {
+            crate::sys::tick();
+            if let Err(e) = n.inval_inode(INodeNo(ino), -1, 0) {
+                log::debug!("attribute invalidation of inode {ino} failed: {e}");
+            }
+        }
+    }
+
     /// Reserves the next place in the queue for a removal about to begin.
     /// Invalidations queued after it wait until it is filled with
     /// [`Reservation::fill`] or dropped, so a removal must not hold one across

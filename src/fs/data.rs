@@ -12,7 +12,7 @@ use fuser::{Errno, FileAttr, INodeNo, TimeOrNow};
 
 use std::sync::Arc;
 
-use super::{Core, Handle, OpResult, Opened, attr_of};
+use super::{Caller, Core, Handle, OpResult, Opened, attr_of, privs};
 use crate::stats::Stats;
 use crate::sys;
 
@@ -60,10 +60,11 @@ pub struct SetAttr {
     pub atime: Option<TimeOrNow>,
     /// Modification time.
     pub mtime: Option<TimeOrNow>,
-    /// A truncate (size without mode) clears the bits `killed_privs`
-    /// names, as the VFS does for an unprivileged truncate (with
-    /// FUSE_HANDLE_KILLPRIV_V2 the kernel leaves it to the daemon).
-    pub kill_suidgid: bool,
+    /// The caller, when it lacks CAP_FSETID: a truncate (size without mode)
+    /// then clears the bits [`privs::after_change`] names, as the VFS does
+    /// for an unprivileged truncate (with FUSE_HANDLE_KILLPRIV_V2 the kernel
+    /// leaves it to the daemon).
+    pub killer: Option<Caller>,
 }
 
 /// An open directory: the backing fd, and entries read but not yet returned
@@ -97,47 +98,40 @@ fn dtype(t: u8) -> fuser::FileType {
 /// A SETATTR with nothing to set is the kernel asking the daemon to kill
 /// privileges (FUSE_HANDLE_KILLPRIV_V2): for chown(f, -1, -1), or
 /// file_remove_privs() before an fallocate (chown_common() in fs/open.c,
-/// file_remove_privs() in fs/inode.c). For a caller without CAP_FSETID
-/// (`unprivileged`: not root) a chown to -1:-1 on the backing file clears
-/// what the VFS clears: S_ISUID, S_ISGID with group-execute,
-/// security.capability. For root only security.capability goes (the two
-/// requests look alike, and root's fallocate keeps the set-ID bits; root's
-/// chown(f, -1, -1) therefore keeps them on the mount, where a plain
-/// directory clears them). Directories are left alone. Failures are logged
-/// at debug level: the request itself set nothing.
-fn kill_privs_empty_setattr(i: &super::Inode, unprivileged: bool) {
+/// file_remove_privs() in fs/inode.c); the kernel sends it only when its
+/// own check, with the caller's credentials, says something goes. For a
+/// caller without CAP_FSETID (`killer`: not root) the set-ID bits go as
+/// [`privs::after_change`] says, and security.capability with them. For root
+/// only security.capability goes (the two requests look alike, and root's
+/// fallocate keeps the set-ID bits; root's chown(f, -1, -1) therefore keeps
+/// them on the mount, where a plain directory clears them). Directories are
+/// left alone. Failures are logged at debug level: the request itself set
+/// nothing.
+fn kill_privs_empty_setattr(i: &super::Inode, killer: Option<Caller>) {
     if i.fmt == libc::S_IFDIR {
         return;
     }
     sys::tick();
-    let r = if unprivileged {
-        sys::check(unsafe { libc::fchownat(i.fd().as_raw_fd(), c"".as_ptr(), u32::MAX, u32::MAX, libc::AT_EMPTY_PATH) })
-            .map(drop)
-    } else {
-        match sys::xattr::remove(i.fd().as_raw_fd(), std::ffi::OsStr::new("security.capability")) {
-            Err(e) if e == Errno::ENODATA => Ok(()),
-            r => r,
-        }
+    let fd = i.fd().as_raw_fd();
+    let mut r = match sys::xattr::remove(fd, std::ffi::OsStr::new("security.capability")) {
+        Err(e) if e == Errno::ENODATA => Ok(()),
+        r => r,
     };
+    if let (Some(who), Ok(st)) = (killer, sys::fstat(i.fd())) {
+        r = r.and(chmod_dropped(fd, privs::after_change(st.st_mode, st.st_gid, false, |g| who.in_group(g))));
+    }
     if let Err(e) = r {
         log::debug!("killing privileges of inode {} failed: {e:?}", i.ino);
     }
 }
 
-/// The mode `mode` keeps after an unprivileged write or truncate: without
-/// S_ISUID, and without S_ISGID when S_IXGRP is set (a set-group-ID file
-/// without group-execute is a mandatory-locking marker the VFS leaves alone;
-/// `should_remove_suid` in fs/inode.c). None when nothing changes.
-pub fn killed_privs(mode: u32) -> Option<u32> {
-    let mut m = mode & 0o7777;
-    if mode & libc::S_IFMT != libc::S_IFREG {
-        return None;
+/// Sets the permission bits `keep` (from `privs`) on the object open at
+/// `fd` (an `O_PATH` fd too), when there are any to set.
+fn chmod_dropped(fd: std::os::fd::RawFd, keep: Option<u32>) -> OpResult<()> {
+    match keep {
+        Some(m) => sys::check(unsafe { libc::chmod(sys::proc_path(fd).as_ptr(), m) }).map(drop),
+        None => Ok(()),
     }
-    m &= !libc::S_ISUID;
-    if m & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP {
-        m &= !libc::S_ISGID;
-    }
-    (m != mode & 0o7777).then_some(m)
 }
 
 /// pwrite of `data` at `off` on handle `h`: through its O_DIRECT twin when
@@ -151,15 +145,6 @@ fn pwrite(h: &Handle, data: &[u8], off: u64) -> OpResult<usize> {
         }
     }
     sys::pwrite_full(h.fd.as_raw_fd(), data, off)
-}
-
-/// Clears what [`killed_privs`] says on the open file `fd` of mode `mode`
-/// (fchmod only when a bit is set).
-fn kill_privs(fd: std::os::fd::RawFd, mode: u32) -> OpResult<()> {
-    match killed_privs(mode) {
-        Some(m) => sys::check(unsafe { libc::fchmod(fd, m) }).map(drop),
-        None => Ok(()),
-    }
 }
 
 impl Core {
@@ -211,19 +196,24 @@ impl Core {
         Ok(buf)
     }
 
-    /// WRITE `data` at `off`. `kill_suidgid` (the kernel's
-    /// FUSE_WRITE_KILL_SUIDGID: the writer lacks CAP_FSETID and
-    /// FUSE_HANDLE_KILLPRIV_V2 left the job to us) clears set-user-ID, and
-    /// set-group-ID when group-execute is set, as the VFS does for a write
-    /// (`should_remove_suid`); security.capability is removed by the backing
-    /// filesystem itself on the daemon's write. Errors: ENOSPC when the bytes
-    /// it may add can't be made room for (nothing else is disturbed), the
-    /// backing errno.
-    pub fn write(&self, fh: u64, off: u64, data: &[u8], kill_suidgid: bool) -> OpResult<u32> {
+    /// WRITE `data` at `off`. `killer` is the writer when the kernel says
+    /// it lacks CAP_FSETID (FUSE_WRITE_KILL_SUIDGID: with
+    /// FUSE_HANDLE_KILLPRIV_V2 the kernel leaves the kill to the daemon):
+    /// the set-ID bits go as [`privs::after_change`] says, and the kernel's
+    /// cached attributes are dropped at once (a WRITE reply carries none, and
+    /// a write-only open's writes never refresh the mode). security.capability
+    /// is removed by the backing filesystem itself on the daemon's write.
+    /// Errors: ENOSPC when the bytes it may add can't be made room for
+    /// (nothing else is disturbed), the backing errno.
+    pub fn write(&self, fh: u64, off: u64, data: &[u8], killer: Option<Caller>) -> OpResult<u32> {
         let h = self.handle(fh)?;
         let st = sys::fstat(h.fd.as_fd())?;
-        if kill_suidgid {
-            kill_privs(h.fd.as_raw_fd(), st.st_mode)?;
+        if let Some(who) = killer {
+            let keep = privs::after_change(st.st_mode, st.st_gid, false, |g| who.in_group(g));
+            if keep.is_some() {
+                chmod_dropped(h.fd.as_raw_fd(), keep)?;
+                self.inval.attrs_now(h.ino);
+            }
         }
         let room = self.reserve(write_growth(&st, off, data.len() as u64), true)?;
         // The backing filesystem itself may fill up (it may be smaller than
@@ -287,7 +277,7 @@ impl Core {
     /// not hold, the backing errno of the first change that fails (the ones
     /// before it stay made).
     pub fn setattr(&self, ino: INodeNo, set: &SetAttr) -> OpResult<FileAttr> {
-        let SetAttr { fh, mode, uid, gid, size, atime, mtime, kill_suidgid } = *set;
+        let SetAttr { fh, mode, uid, gid, size, atime, mtime, killer } = *set;
         let i = self.inode(ino)?;
         let p = sys::proc_path(i.fd().as_raw_fd());
         let check = |r: libc::c_int| sys::check(r).map(drop);
@@ -310,12 +300,13 @@ impl Core {
             check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), ts.as_ptr(), 0) })?;
         }
         if mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() && atime.is_none() && mtime.is_none() {
-            kill_privs_empty_setattr(&i, kill_suidgid);
+            kill_privs_empty_setattr(&i, killer);
         }
         let mut st = sys::fstat(i.fd())?;
-        if size.is_some() && mode.is_none() && kill_suidgid {
-            if let Some(m) = killed_privs(st.st_mode) {
-                check(unsafe { libc::chmod(p.as_ptr(), m) })?;
+        if let (Some(who), Some(_), None) = (killer, size, mode) {
+            let keep = privs::after_change(st.st_mode, st.st_gid, false, |g| who.in_group(g));
+            if keep.is_some() {
+                chmod_dropped(i.fd().as_raw_fd(), keep)?;
                 st = sys::fstat(i.fd())?;
             }
         }
@@ -398,19 +389,3 @@ fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
 #[cfg(test)]
 #[path = "data_tests.rs"]
 mod tests;
-
-#[cfg(test)]
-mod kill_tests {
-    use super::killed_privs;
-
-    #[test]
-    fn killed_privs_follows_should_remove_suid() {
-        let reg = libc::S_IFREG;
-        assert_eq!(killed_privs(reg | 0o4755), Some(0o755));
-        assert_eq!(killed_privs(reg | 0o6775), Some(0o775));
-        assert_eq!(killed_privs(reg | 0o2745), None, "set-group-ID without group-execute stays");
-        assert_eq!(killed_privs(reg | 0o6745), Some(0o2745));
-        assert_eq!(killed_privs(reg | 0o644), None);
-        assert_eq!(killed_privs(libc::S_IFDIR | 0o2775), None, "directories are not touched");
-    }
-}

@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use fuser::{Errno, FileAttr, INodeNo};
 
 use super::control::XATTR_PREFIX;
-use super::{Core, OpResult, attr_of, inode::ROOT_INO};
+use super::{Caller, Core, OpResult, attr_of, inode::ROOT_INO, privs};
 use crate::sys;
 
 /// What STATFS answers: the budget as the filesystem's size, and as
@@ -168,10 +168,11 @@ impl Core {
     /// backing errno, ENOSPC when the bytes the value can take on BACKING
     /// (its name and value rounded up to 4 KiB) cannot be made room for.
     /// Writing `system.posix_acl_access` can change the mode
-    /// (see `Core::acl_set_mode`).
-    pub fn setxattr(&self, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, uid: u32) -> OpResult<()> {
+    /// (see `Core::acl_set_mode`), and takes S_ISGID away from a caller
+    /// outside the file's group ([`privs::after_acl_set`]).
+    pub fn setxattr(&self, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, who: Caller) -> OpResult<()> {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
-            return self.control_set(name, value, uid);
+            return self.control_set(name, value, who.uid);
         }
         let i = self.inode(ino)?;
         // A value too big for the inode takes blocks of its own (ext4: an
@@ -181,6 +182,15 @@ impl Core {
         let _room = self.reserve(need, false)?;
         sys::xattr::set(i.fd().as_raw_fd(), name, value, flags)?;
         self.refresh_size(i.key, i.fd());
+        if name.as_encoded_bytes() == ACL_ACCESS && who.uid != 0 {
+            // The backing filesystem kept S_ISGID: it checked the daemon's
+            // credentials, not the caller's.
+            let st = sys::fstat(i.fd())?;
+            if let Some(m) = privs::after_acl_set(st.st_mode, st.st_gid, false, |g| who.in_group(g)) {
+                let p = sys::proc_path(i.fd().as_raw_fd());
+                sys::check(unsafe { libc::chmod(p.as_ptr(), m) })?;
+            }
+        }
         self.acl_set_mode(ino, name);
         Ok(())
     }
@@ -202,14 +212,13 @@ impl Core {
     /// the backing file system has set the mode from it (acl(5): the owner,
     /// mask or group, and other entries are the permission bits; `setfacl -m`,
     /// and GNU tools copying a mode through `fsetxattr`, rely on it). The
-    /// kernel passes ACL xattrs through without reading them (no
-    /// FUSE_POSIX_ACL) and drops only its cached ctime, so the cached mode is
-    /// invalidated here, and the reply waits (bounded, as after an eviction)
-    /// until the kernel has it: a stat right after shows the new mode.
+    /// kernel drops its cached attributes and ACLs itself once FUSE_POSIX_ACL
+    /// is negotiated (`fuse_set_acl` in fs/fuse/acl.c), not otherwise, so
+    /// they are dropped here too, before the reply: a stat right after shows
+    /// the new mode whatever was negotiated.
     fn acl_set_mode(&self, ino: INodeNo, name: &OsStr) {
         if name.as_encoded_bytes() == ACL_ACCESS {
-            let t = self.inval.push_attrs(ino.0);
-            self.inval.wait(t, crate::fs::INVAL_WAIT);
+            self.inval.attrs_now(ino.0);
         }
     }
 }

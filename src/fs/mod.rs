@@ -30,6 +30,7 @@ mod namespace;
 pub mod own_removals;
 mod owner;
 mod parts;
+pub mod privs;
 mod recreate;
 pub mod shared;
 pub mod unevictable;
@@ -74,13 +75,17 @@ pub type OpResult<T> = Result<T, Errno>;
 /// How long a write that would fail with ENOSPC waits for RELEASEs in flight.
 pub const RELEASE_WAIT: Duration = Duration::from_millis(100);
 
-/// Who is asking (for ownership of new objects).
+/// Who is asking, from the FUSE request header: for ownership of new
+/// objects and for the privileges a change takes away (`privs`).
 #[derive(Clone, Copy, Debug)]
 pub struct Caller {
-    /// Requesting uid.
+    /// Requesting uid (the caller's fsuid).
     pub uid: u32,
-    /// Requesting gid.
+    /// Requesting gid (the caller's fsgid).
     pub gid: u32,
+    /// Requesting thread id, in the daemon's pid namespace; 0 when unknown
+    /// (the daemon's own work): its supplementary groups are then none.
+    pub pid: u32,
 }
 
 /// The shared state of one mount.

@@ -9,9 +9,8 @@
 //! - the S_ISUID and S_ISGID bits the caller asked for in the create mode are
 //!   kept on anything but a directory (root's chown clears them), except S_ISGID on a
 //!   group-executable file whose group (inherited) is not the caller's, as
-//!   the kernel strips it. The caller's supplementary groups are not in the
-//!   FUSE request: a file inheriting one of them loses S_ISGID here where
-//!   the kernel would keep it.
+//!   the kernel strips it: outside it means neither the caller's fsgid nor
+//!   one of its supplementary groups ([`Caller::in_group`]).
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
@@ -33,13 +32,13 @@ impl Core {
             _ => who.gid,
         };
         let before = sys::fstat(fd).map(|s| s.st_mode).unwrap_or(0);
-        self.chown_new(fd, Caller { uid: who.uid, gid });
+        self.chown_new(fd, Caller { gid, ..who });
         let fmt = before & libc::S_IFMT;
         if fmt == libc::S_IFDIR || fmt == libc::S_IFLNK || before & (libc::S_ISUID | libc::S_ISGID) == 0 {
             return;
         }
         let mut keep = before & 0o7777;
-        if keep & libc::S_ISGID != 0 && keep & libc::S_IXGRP != 0 && gid != who.gid {
+        if keep & libc::S_ISGID != 0 && keep & libc::S_IXGRP != 0 && !who.in_group(gid) {
             keep &= !libc::S_ISGID;
         }
         sys::tick();

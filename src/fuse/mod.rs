@@ -92,7 +92,7 @@ fn negative_entry() -> FileAttr {
 }
 
 fn who(req: &Request) -> Caller {
-    Caller { uid: req.uid(), gid: req.gid() }
+    Caller { uid: req.uid(), gid: req.gid(), pid: req.pid() }
 }
 
 /// Replies `$e` to `$reply` after logging the failure of `$op` on
@@ -114,6 +114,15 @@ impl Filesystem for BoundFs {
         // (POSIX.1e); the kernel applies it to every create unless the
         // daemon takes it over (fs/fuse/dir.c, FUSE_DONT_MASK).
         self.dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
+        // POSIX ACLs enforced as on a plain directory: with FUSE_POSIX_ACL the
+        // kernel's permission checks (default_permissions) read a file's
+        // access ACL (GETXATTR system.posix_acl_access, cached per inode until
+        // a SETATTR, an ACL set or an inode invalidation drops it;
+        // fs/fuse/acl.c, fs/fuse/dir.c). Without it the kernel checks the mode
+        // bits only while setfacl appears to work: a deny entry is ignored.
+        if config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err() {
+            log::warn!("the kernel does not offer FUSE_POSIX_ACL: ACLs are stored but not enforced through the mount");
+        }
         // Without FUSE_PARALLEL_DIROPS the kernel serialises LOOKUP and
         // READDIR per directory inode (fuse_lock_inode, fs/fuse/dir.c and
         // readdir.c): four engine threads loading blocks from one hash
@@ -225,8 +234,8 @@ impl Filesystem for BoundFs {
         self.core.stats().requests.count(Op::Setattr);
         // FATTR_KILL_SUIDGID is not passed on by fuser: a caller other than
         // root stands for "lacks CAP_FSETID".
-        let kill_suidgid = self.killpriv && req.uid() != 0;
-        let set = SetAttr { fh: fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, kill_suidgid };
+        let killer = (self.killpriv && req.uid() != 0).then(|| who(req));
+        let set = SetAttr { fh: fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, killer };
         match self.core.setattr(ino, &set) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(self, reply, Setattr, Target::Ino(ino), e),
@@ -336,7 +345,7 @@ impl Filesystem for BoundFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -347,8 +356,8 @@ impl Filesystem for BoundFs {
         reply: ReplyWrite,
     ) {
         self.core.stats().requests.count(Op::Write);
-        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        match self.core.write(fh.0, offset, data, kill) {
+        let killer = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID).then(|| who(req));
+        match self.core.write(fh.0, offset, data, killer) {
             Ok(n) => reply.written(n),
             Err(e) => reply_err!(self, reply, Write, Target::Fh(fh.0), e),
         }
@@ -460,7 +469,7 @@ impl Filesystem for BoundFs {
         reply: ReplyEmpty,
     ) {
         self.core.stats().requests.count(Op::Setxattr);
-        match self.core.setxattr(ino, name, value, flags, req.uid()) {
+        match self.core.setxattr(ino, name, value, flags, who(req)) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Setxattr, Target::Ino(ino), e),
         }
