@@ -180,7 +180,10 @@ impl Filesystem for BoundFs {
                 self.warmed.lock().insert(a.ino.0);
                 reply.entry_with_ttls(&Duration::ZERO, &self.ttl, &a, Generation(0))
             }
-            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
+            Ok(a) => {
+                self.core.recheck_acls(a.ino);
+                reply.entry(&self.ttl, &a, Generation(0))
+            }
             Err(Errno::ENOENT) if !self.ttl.is_zero() => reply.entry(&self.ttl, &negative_entry(), Generation(0)),
             Err(e) => reply_err!(self, reply, Lookup, Target::Entry(parent, name), e),
         }
@@ -208,7 +211,10 @@ impl Filesystem for BoundFs {
             }
         }
         match self.core.getattr(ino, fh.map(|f| f.0)) {
-            Ok(a) => reply.attr(&self.ttl, &a),
+            Ok(a) => {
+                self.core.recheck_acls(ino);
+                reply.attr(&self.ttl, &a)
+            }
             Err(e) => reply_err!(self, reply, Getattr, Target::Ino(ino), e),
         }
     }
@@ -236,6 +242,10 @@ impl Filesystem for BoundFs {
         // root stands for "lacks CAP_FSETID".
         let killer = (self.killpriv && req.uid() != 0).then(|| who(req));
         let set = SetAttr { fh: fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, killer };
+        if mode.is_some() {
+            // The kernel drops its cached ACLs after a mode change (fuse_setattr).
+            self.core.acls_dropped(ino);
+        }
         match self.core.setattr(ino, &set) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(self, reply, Setattr, Target::Ino(ino), e),
