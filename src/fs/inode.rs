@@ -28,7 +28,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::RwLock;
 
@@ -82,9 +82,6 @@ struct Slot {
     handle: Option<Box<[u8]>>,
     /// The inode with its fd, while hot.
     hot: Option<Arc<Inode>>,
-    /// Fingerprint of the POSIX ACLs last answered to the kernel's GETXATTR
-    /// (which it caches), 0 while it holds none (see `Core::recheck_acls`).
-    acls: AtomicU64,
 }
 
 struct Maps {
@@ -125,15 +122,7 @@ impl InodeTable {
         let fmt = libc::S_IFDIR;
         let root = Arc::new(Inode { ino: ROOT_INO, key: root_key, fmt, fd: root_fd, used: AtomicBool::new(true) });
         let slot =
-            Slot {
-            nlookup: 1 << 62,
-            key: root_key,
-            fmt,
-            coolable: false,
-            handle: None,
-            hot: Some(root.clone()),
-            acls: AtomicU64::new(0),
-        };
+            Slot { nlookup: 1 << 62, key: root_key, fmt, coolable: false, handle: None, hot: Some(root.clone()) };
         let maps = Maps {
             by_ino: HashMap::from([(ROOT_INO, slot)]),
             by_key: HashMap::from([(root_key, ROOT_INO)]),
@@ -176,20 +165,6 @@ impl InodeTable {
         Some(i)
     }
 
-    /// The fingerprint of the ACLs the kernel may cache for `ino` (0: none,
-    /// or an inode the table does not hold).
-    pub fn acls_seen(&self, ino: u64) -> u64 {
-        self.maps.read().by_ino.get(&ino).map_or(0, |s| s.acls.load(Ordering::Relaxed))
-    }
-
-    /// Records `fp` as the fingerprint of the ACLs the kernel caches for `ino`
-    /// (0: it caches none).
-    pub fn set_acls_seen(&self, ino: u64, fp: u64) {
-        if let Some(s) = self.maps.read().by_ino.get(&ino) {
-            s.acls.store(fp, Ordering::Relaxed);
-        }
-    }
-
     /// The FUSE inode number of a backing object, if the kernel holds it.
     pub fn ino_of(&self, key: &FileKey) -> Option<u64> {
         self.maps.read().by_key.get(key).copied()
@@ -207,8 +182,7 @@ impl InodeTable {
             None => {
                 let ino = Self::node_id(&mut m, &key, self.root.key.ino);
                 m.by_key.insert(key, ino);
-                let acls = AtomicU64::new(0);
-                m.by_ino.insert(ino, Slot { nlookup: 0, key, fmt, coolable, handle: None, hot: None, acls });
+                m.by_ino.insert(ino, Slot { nlookup: 0, key, fmt, coolable, handle: None, hot: None });
                 ino
             }
         };

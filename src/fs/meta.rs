@@ -3,7 +3,6 @@
 //! names are the live status and control, see `control`).
 
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::os::fd::AsRawFd;
 
 use fuser::{Errno, FileAttr, INodeNo};
@@ -126,41 +125,9 @@ impl Core {
             }
         }
         let fd = self.inode(ino)?.fd().as_raw_fd();
-        if is_acl(name) {
-            // The kernel caches what it gets (FUSE_POSIX_ACL), "none" included.
-            self.inodes.set_acls_seen(ino.0, acl_fingerprint(fd));
-        }
         let mut buf = vec![0u8; size as usize];
         let n = sys::xattr::get(fd, name, &mut buf)?;
         Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) })
-    }
-
-    /// Before answering a GETATTR or LOOKUP of `ino`: if the kernel caches
-    /// ACLs of it (it asked for them since it last dropped them) and those in
-    /// BACKING differ (a `setfacl` or `chmod` made there, behind the mount),
-    /// the kernel's cached attributes and ACLs are dropped now, so the
-    /// permission check that asked reads them again; the kernel has no
-    /// timeout of its own on cached ACLs. One atomic load for an inode whose
-    /// ACLs the kernel never asked for (root's own files: the owner's bits
-    /// decide without them), two getxattr calls otherwise.
-    pub fn recheck_acls(&self, ino: INodeNo) {
-        let seen = self.inodes.acls_seen(ino.0);
-        if seen == 0 {
-            return;
-        }
-        let Ok(i) = self.inode(ino) else { return };
-        let now = acl_fingerprint(i.fd().as_raw_fd());
-        if now != seen {
-            self.inodes.set_acls_seen(ino.0, 0);
-            self.inval.attrs_now(ino.0);
-        }
-    }
-
-    /// The kernel dropped its cached ACLs of `ino` (after a SETATTR of the
-    /// mode or an ACL set through the mount): nothing to recheck until it
-    /// asks again.
-    pub fn acls_dropped(&self, ino: INodeNo) {
-        self.inodes.set_acls_seen(ino.0, 0);
     }
 
     /// LISTXATTR, same size protocol as [`Core::getxattr`]. A caller other
@@ -250,9 +217,6 @@ impl Core {
     /// they are dropped here too, before the reply: a stat right after shows
     /// the new mode whatever was negotiated.
     fn acl_set_mode(&self, ino: INodeNo, name: &OsStr) {
-        if is_acl(name) {
-            self.acls_dropped(ino);
-        }
         if name.as_encoded_bytes() == ACL_ACCESS {
             self.inval.attrs_now(ino.0);
         }
@@ -261,28 +225,6 @@ impl Core {
 
 /// The access ACL's xattr name (acl(5)); the default ACL does not touch the mode.
 const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
-/// The default ACL's xattr name (acl(5)).
-const ACL_DEFAULT: &[u8] = b"system.posix_acl_default";
-
-fn is_acl(name: &OsStr) -> bool {
-    matches!(name.as_encoded_bytes(), ACL_ACCESS | ACL_DEFAULT)
-}
-
-/// A fingerprint (never 0) of the access and default ACLs of the object open
-/// at `fd`, absent ones included.
-fn acl_fingerprint(fd: std::os::fd::RawFd) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let mut buf = [0u8; 4096];
-    for name in [ACL_ACCESS, ACL_DEFAULT] {
-        let r = sys::xattr::get(fd, OsStr::from_bytes(name), &mut buf);
-        match r {
-            Ok(n) => buf[..n].hash(&mut h),
-            Err(e) => (e.code()).hash(&mut h),
-        }
-    }
-    h.finish() | 1
-}
 
 /// An xattr answer: the size asked for, or the bytes.
 pub enum Xattr {

@@ -116,10 +116,13 @@ impl Filesystem for BoundFs {
         self.dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
         // POSIX ACLs enforced as on a plain directory: with FUSE_POSIX_ACL the
         // kernel's permission checks (default_permissions) read a file's
-        // access ACL (GETXATTR system.posix_acl_access, cached per inode until
-        // a SETATTR, an ACL set or an inode invalidation drops it;
-        // fs/fuse/acl.c, fs/fuse/dir.c). Without it the kernel checks the mode
-        // bits only while setfacl appears to work: a deny entry is ignored.
+        // access ACL (GETXATTR system.posix_acl_access), cached per inode
+        // until the kernel next refreshes the inode's attributes (GETATTR or
+        // an entry's revalidating LOOKUP, both forget_all_cached_acls in
+        // fs/fuse/dir.c), so an ACL changed in BACKING behind the mount is
+        // enforced within attr_timeout, as a mode change there is. Without
+        // it the kernel checks the mode bits only while setfacl appears to
+        // work: a deny entry is ignored.
         if config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err() {
             log::warn!("the kernel does not offer FUSE_POSIX_ACL: ACLs are stored but not enforced through the mount");
         }
@@ -180,10 +183,7 @@ impl Filesystem for BoundFs {
                 self.warmed.lock().insert(a.ino.0);
                 reply.entry_with_ttls(&Duration::ZERO, &self.ttl, &a, Generation(0))
             }
-            Ok(a) => {
-                self.core.recheck_acls(a.ino);
-                reply.entry(&self.ttl, &a, Generation(0))
-            }
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(Errno::ENOENT) if !self.ttl.is_zero() => reply.entry(&self.ttl, &negative_entry(), Generation(0)),
             Err(e) => reply_err!(self, reply, Lookup, Target::Entry(parent, name), e),
         }
@@ -211,10 +211,7 @@ impl Filesystem for BoundFs {
             }
         }
         match self.core.getattr(ino, fh.map(|f| f.0)) {
-            Ok(a) => {
-                self.core.recheck_acls(ino);
-                reply.attr(&self.ttl, &a)
-            }
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(self, reply, Getattr, Target::Ino(ino), e),
         }
     }
@@ -242,10 +239,6 @@ impl Filesystem for BoundFs {
         // root stands for "lacks CAP_FSETID".
         let killer = (self.killpriv && req.uid() != 0).then(|| who(req));
         let set = SetAttr { fh: fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, killer };
-        if mode.is_some() {
-            // The kernel drops its cached ACLs after a mode change (fuse_setattr).
-            self.core.acls_dropped(ino);
-        }
         match self.core.setattr(ino, &set) {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply_err!(self, reply, Setattr, Target::Ino(ino), e),
