@@ -25,7 +25,7 @@ use std::thread;
 
 use fuser::{Config, MountOption, SessionACL};
 
-use crate::config::Options;
+use crate::config::{AtimeMode, Options};
 use crate::fs::Core;
 use crate::fuse::BoundFs;
 use crate::key::key_of;
@@ -93,8 +93,10 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
             crate::fs::shared::commits_at_close(root_fd.as_fd()).unwrap_or("local"),
         );
     }
+    check_atime(opts, root_fd.as_fd())?;
     let mut core = Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval);
     core.set_modes(opts.shared, flush_backing);
+    core.set_noatime(opts.atime.mode == AtimeMode::Noatime, opts.atime.nodiratime);
     let core = Arc::new(core);
     core.unevictable().set_patterns(&opts.patterns);
 
@@ -108,7 +110,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     cfg.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     cfg.n_threads = Some(opts.threads);
     cfg.clone_fd = true;
-    let fs = BoundFs::new(core.clone(), opts.attr_timeout, opts.passthrough);
+    let fs = BoundFs::new(core.clone(), opts.attr_timeout, passthrough_with_atime(opts, core.root().fd()));
     let mut session = if unsafe { libc::geteuid() } == 0 {
         // As root, mount(2) directly so the type reads fuse.boundfs in
         // /proc/mounts, as mount(8) and fstab expect.
@@ -283,6 +285,51 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         core.stats_json()
     );
     result.map_err(|e| format!("FUSE session ended with an error: {e}"))
+}
+
+/// Refuses an atime mode the mount cannot give. Access times seen through
+/// the mount are BACKING's: its own mount decides when a read updates them
+/// (the kernel applies the FUSE mount's flags to its cached copy only), and
+/// the daemon can only hold them still (O_NOATIME: `noatime`, `nodiratime`).
+/// So `strictatime` holds only over a BACKING mounted strictatime; the
+/// default `relatime` follows BACKING (relatime on almost every system).
+fn check_atime(opts: &Options, root: std::os::fd::BorrowedFd<'_>) -> Result<(), String> {
+    if opts.atime.mode != AtimeMode::Strictatime {
+        return Ok(());
+    }
+    let v = sys::fstatvfs(root).map_err(|e| format!("statfs {}: {e:?}", opts.backing.display()))?;
+    let backing = if v.f_flag & libc::ST_NOATIME != 0 {
+        "noatime"
+    } else if v.f_flag & libc::ST_RELATIME != 0 {
+        "relatime"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "strictatime: access times on the mount are BACKING's, and its filesystem is mounted {backing}; \
+         remount it with strictatime (mount -o remount,strictatime $(findmnt -no TARGET -T {})) or drop strictatime",
+        opts.backing.display()
+    ))
+}
+
+/// Whether kernel passthrough may serve reads under the mount's atime
+/// options: the kernel opens its own backing file for a passthrough open,
+/// with the client's flags (`fuse_passthrough_open`, fs/fuse/passthrough.c),
+/// so its reads update BACKING's atime as BACKING's mount says, whatever
+/// O_NOATIME the daemon's fd has. Under `noatime` over a BACKING not mounted
+/// noatime, reads are therefore served by the daemon (logged once).
+fn passthrough_with_atime(opts: &Options, root: std::os::fd::BorrowedFd<'_>) -> bool {
+    if !opts.passthrough || opts.atime.mode != AtimeMode::Noatime {
+        return opts.passthrough;
+    }
+    let backing_noatime = sys::fstatvfs(root).is_ok_and(|v| v.f_flag & libc::ST_NOATIME != 0);
+    if !backing_noatime {
+        log::info!(
+            "kernel passthrough off: under noatime its reads would update BACKING's atimes; \
+             mount BACKING's filesystem noatime to keep both"
+        );
+    }
+    backing_noatime
 }
 
 fn cpath(p: &std::path::Path) -> Result<std::ffi::CString, std::io::Error> {

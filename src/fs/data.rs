@@ -168,7 +168,7 @@ impl Core {
     fn open_pinned(&self, ino: INodeNo, flags: i32) -> OpResult<(u64, Arc<Handle>)> {
         let i = self.inode(ino)?;
         let placeholder = self.accounts.pin(i.key).map_err(|_| Errno::ENOENT)?;
-        let opened = sys::reopen(i.fd(), backing_flags(flags)).and_then(|fd| {
+        let opened = self.reopen_backing(i.fd(), backing_flags(flags), false).and_then(|fd| {
             self.lock_opened(fd.as_fd())?;
             Ok((sys::fstat(fd.as_fd())?, fd))
         });
@@ -316,7 +316,7 @@ impl Core {
     /// OPENDIR: opens the backing directory for reading.
     pub fn opendir(&self, ino: INodeNo) -> OpResult<u64> {
         let i = self.inode(ino)?;
-        let fd = sys::reopen(i.fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let fd = self.reopen_backing(i.fd(), libc::O_RDONLY | libc::O_DIRECTORY, true)?;
         let s = DirStream { fd, pending: sys::DirBuf::new(), next_off: 0 };
         let fh = self.next_fh.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.dirs.write().insert(fh, std::sync::Arc::new(parking_lot::Mutex::new(s)));

@@ -127,6 +127,12 @@ pub struct Core {
     /// FLUSH closes a duplicate of the backing fd (see [`Core::flush`]). Set
     /// once, before the mount serves.
     flush_backing: bool,
+    /// Extra open(2) flags for the backing files and directories the daemon
+    /// opens on a client's behalf: O_NOATIME under `noatime` (both) and
+    /// `nodiratime` (directories), so that neither the daemon's reads nor
+    /// kernel passthrough reads update BACKING's atime. Set once, before the
+    /// mount serves.
+    open_extra: (i32, i32),
     /// Shared mode: this node holds the sweeper lease (see [`lease`]); only
     /// the sweeper runs background sweeps and removes emptied directories.
     sweeping: AtomicBool,
@@ -182,6 +188,7 @@ impl Core {
             unevictable: Default::default(),
             shared: false,
             flush_backing: false,
+            open_extra: (0, 0),
             sweeping: AtomicBool::new(false),
             journal: Default::default(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),

@@ -67,7 +67,7 @@ impl Core {
         // A directory removed behind the daemon is recreated (see recreate.rs).
         let (p, (_g, fd, created)) = self.in_dir(p, |p| {
             let g = self.dirlocks.lock(&[p.key]);
-            match sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL, mode) {
+            match sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL | self.open_extra.0, mode) {
                 Ok(fd) => Ok((g, fd, true)),
                 Err(e) if e == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
                     Ok((g, sys::openat(p.fd(), &c, open_flags, 0)?, false))

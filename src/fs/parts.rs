@@ -50,4 +50,31 @@ impl Core {
         self.shared = shared;
         self.flush_backing = flush_backing;
     }
+
+    /// Sets the mount's atime options the daemon applies itself: with
+    /// `noatime` no backing file or directory opened for a client has its
+    /// atime updated, with `nodiratime` no directory (O_NOATIME; the kernel
+    /// applies MS_NOATIME to the FUSE inodes only, whose atime comes from
+    /// BACKING); before the core is shared.
+    pub fn set_noatime(&mut self, noatime: bool, nodiratime: bool) {
+        let flag = |on: bool| if on { libc::O_NOATIME } else { 0 };
+        self.open_extra = (flag(noatime), flag(noatime || nodiratime));
+    }
+
+    /// [`crate::sys::reopen`] of `fd` with `flags` plus the atime flags for a
+    /// file (`dir` false) or a directory. O_NOATIME is refused (EPERM) on an
+    /// object the daemon does not own without CAP_FOWNER: it is then opened
+    /// without it.
+    pub(super) fn reopen_backing(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        flags: i32,
+        dir: bool,
+    ) -> crate::sys::SysResult<std::os::fd::OwnedFd> {
+        let extra = if dir { self.open_extra.1 } else { self.open_extra.0 };
+        match crate::sys::reopen(fd, flags | extra) {
+            Err(e) if extra != 0 && e == fuser::Errno::EPERM => crate::sys::reopen(fd, flags),
+            r => r,
+        }
+    }
 }

@@ -72,9 +72,15 @@ fn walk_in(
     let mut unreadable = 0;
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
-        let first = if probe { libc::O_PATH } else { libc::O_RDONLY };
-        let opened =
-            sys::open_beneath(root, &rel, first | libc::O_DIRECTORY).and_then(|d| Ok((sys::fstat(d.as_fd())?, d)));
+        // The daemon's own reads are no access: O_NOATIME where allowed
+        // (refused with EPERM on a directory the daemon neither owns nor may
+        // as CAP_FOWNER).
+        let first = if probe { libc::O_PATH } else { libc::O_RDONLY | libc::O_NOATIME };
+        let opened = match sys::open_beneath(root, &rel, first | libc::O_DIRECTORY) {
+            Err(e) if e == fuser::Errno::EPERM => sys::open_beneath(root, &rel, libc::O_RDONLY | libc::O_DIRECTORY),
+            r => r,
+        }
+        .and_then(|d| Ok((sys::fstat(d.as_fd())?, d)));
         let Ok((st, dir)) = opened else {
             unreadable += 1;
             continue;
@@ -84,7 +90,8 @@ fn walk_in(
             continue;
         }
         let dir = if probe {
-            match sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+            let read = |extra| sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY | extra, 0);
+            match read(libc::O_NOATIME).or_else(|e| if e == fuser::Errno::EPERM { read(0) } else { Err(e) }) {
                 Ok(d) => d,
                 Err(_) => {
                     unreadable += 1;
