@@ -31,6 +31,7 @@ pub mod own_removals;
 mod owner;
 mod parts;
 pub mod privs;
+mod creds;
 mod recreate;
 pub mod shared;
 pub mod unevictable;

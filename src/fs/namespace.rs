@@ -9,6 +9,7 @@ use std::path::Path;
 use fuser::{Errno, FileAttr, INodeNo};
 
 use super::accounts::Created;
+use super::creds::AsCaller;
 use super::inode::Inode;
 use super::{Caller, Core, Handle, OpResult, Opened};
 use crate::key::key_of;
@@ -67,7 +68,11 @@ impl Core {
         // A directory removed behind the daemon is recreated (see recreate.rs).
         let (p, (_g, fd, created)) = self.in_dir(p, |p| {
             let g = self.dirlocks.lock(&[p.key]);
-            match sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL | self.open_extra.0, mode) {
+            let made = {
+                let _as = AsCaller::enter(who, self.euid == 0);
+                sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL | self.open_extra.0, mode)
+            };
+            match made {
                 Ok(fd) => Ok((g, fd, true)),
                 Err(e) if e == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
                     Ok((g, sys::openat(p.fd(), &c, open_flags, 0)?, false))
@@ -77,9 +82,6 @@ impl Core {
         })?;
         // An existing file may be evicted by another node: the same lock as OPEN.
         self.lock_opened(fd.as_fd())?;
-        if created {
-            self.own_new(p.fd(), fd.as_fd(), who);
-        }
         let st = sys::fstat(fd.as_fd())?;
         let key = key_of(&st);
         let path_fd = sys::reopen(fd.as_fd(), libc::O_PATH)?;
@@ -109,10 +111,9 @@ impl Core {
     }
 
     /// Shared tail of mkdir, mknod and symlink: the new object `name` in `p`.
-    fn made(&self, p: &super::Inode, name: &OsStr, who: Caller) -> OpResult<FileAttr> {
+    fn made(&self, p: &super::Inode, name: &OsStr) -> OpResult<FileAttr> {
         let c = sys::cname(name)?;
         let fd = sys::open_path(p.fd(), &c)?;
-        self.own_new(p.fd(), fd.as_fd(), who);
         let st = sys::fstat(fd.as_fd())?;
         self.accounts.lock().fresh(key_of(&st));
         self.refresh_dir(p);
@@ -126,9 +127,10 @@ impl Core {
         let _room = self.reserve(ENTRY_RESERVE, false)?;
         let (p, _g) = self.in_dir(p, |p| {
             let g = self.dirlocks.lock(&[p.key]);
+            let _as = AsCaller::enter(who, self.euid == 0);
             sys::mkdirat(p.fd(), &c, mode).map(|()| g)
         })?;
-        self.made(&p, name, who)
+        self.made(&p, name)
     }
 
     /// MKNOD (FIFOs, sockets, devices, regular files).
@@ -137,8 +139,11 @@ impl Core {
         let c = sys::cname(name)?;
         let _room = self.reserve(ENTRY_RESERVE, false)?;
         let _g = self.dirlocks.lock(&[p.key]);
-        sys::mknodat(p.fd(), &c, mode, u64::from(rdev))?;
-        self.made(&p, name, who)
+        {
+            let _as = AsCaller::enter(who, self.euid == 0);
+            sys::mknodat(p.fd(), &c, mode, u64::from(rdev))?;
+        }
+        self.made(&p, name)
     }
 
     /// SYMLINK: `name` in `parent` pointing at `target` (stored, never followed).
@@ -147,8 +152,11 @@ impl Core {
         let c = sys::cname(name)?;
         let _room = self.reserve(ENTRY_RESERVE, false)?;
         let _g = self.dirlocks.lock(&[p.key]);
-        sys::symlinkat(target, p.fd(), &c)?;
-        self.made(&p, name, who)
+        {
+            let _as = AsCaller::enter(who, self.euid == 0);
+            sys::symlinkat(target, p.fd(), &c)?;
+        }
+        self.made(&p, name)
     }
 
     /// LINK: a new name for an existing object. The ledger keeps one entry

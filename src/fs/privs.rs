@@ -39,7 +39,7 @@ impl Caller {
 }
 
 /// The supplementary groups of thread `tid` (empty when unreadable).
-fn supplementary_groups(tid: u32) -> Vec<u32> {
+pub(super) fn supplementary_groups(tid: u32) -> Vec<u32> {
     crate::sys::tick();
     let Ok(f) = std::fs::File::open(format!("/proc/{tid}/status")) else { return Vec::new() };
     BufReader::new(f)
