@@ -27,6 +27,9 @@ use super::privs;
 /// The calling thread's filesystem credentials, switched to a caller's
 /// while this guard lives (see the module doc).
 pub struct AsCaller {
+    /// The fsuid and fsgid were switched.
+    fs: bool,
+    /// The thread's own supplementary groups, when they were switched.
     groups: Option<Vec<libc::gid_t>>,
 }
 
@@ -50,37 +53,49 @@ struct CapData {
 }
 
 impl AsCaller {
-    /// Switches the calling thread to `who`'s fsuid, fsgid and supplementary
-    /// groups (read from `/proc/<pid>/status`; none when unreadable) when
+    /// Switches the calling thread to `who`'s fsuid and fsgid when
     /// `daemon_is_root` and `who` is not root:root; a no-op guard otherwise.
-    pub fn enter(who: Caller, daemon_is_root: bool) -> AsCaller {
+    /// With CAP_DAC_OVERRIDE kept, the caller's supplementary groups decide
+    /// only one thing in a create: whether a new non-directory asking for
+    /// S_ISGID and S_IXGRP under a set-group-ID directory keeps S_ISGID
+    /// (`mode_strip_sgid`). So they are read from `/proc/<pid>/status` and
+    /// set (none when unreadable) only for a `mode` asking for both;
+    /// otherwise the thread's own stay.
+    pub fn enter(who: Caller, daemon_is_root: bool, mode: u32) -> AsCaller {
         if !daemon_is_root || (who.uid == 0 && who.gid == 0) {
-            return AsCaller { groups: None };
+            return AsCaller { fs: false, groups: None };
         }
-        let saved = thread_groups();
-        let groups = privs::supplementary_groups(who.pid);
+        let both = libc::S_ISGID | libc::S_IXGRP;
+        let groups = (mode & both == both && mode & libc::S_IFMT != libc::S_IFDIR)
+            .then(|| (thread_groups(), privs::supplementary_groups(who.pid)));
         crate::sys::tick();
         // SAFETY: plain system calls on this thread's credentials; the
-        // pointer and length describe `groups`, alive for the call.
+        // pointer and length describe the caller's groups, alive for the call.
         unsafe {
-            libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr());
+            if let Some((_, theirs)) = &groups {
+                libc::syscall(libc::SYS_setgroups, theirs.len(), theirs.as_ptr());
+            }
             libc::syscall(libc::SYS_setfsgid, who.gid);
             libc::syscall(libc::SYS_setfsuid, who.uid);
         }
         raise_dac();
-        AsCaller { groups: Some(saved) }
+        AsCaller { fs: true, groups: groups.map(|(ours, _)| ours) }
     }
 }
 
 impl Drop for AsCaller {
     fn drop(&mut self) {
-        let Some(groups) = self.groups.take() else { return };
+        if !self.fs {
+            return;
+        }
         crate::sys::tick();
         // SAFETY: as in `enter`.
         let back = unsafe {
             libc::syscall(libc::SYS_setfsuid, 0);
             libc::syscall(libc::SYS_setfsgid, 0);
-            libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr());
+            if let Some(groups) = self.groups.take() {
+                libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr());
+            }
             // setfsuid answers the previous fsuid, whatever it is given:
             // asking for an invalid one reads the current one.
             libc::syscall(libc::SYS_setfsuid, u32::MAX) == 0 && libc::syscall(libc::SYS_setfsgid, u32::MAX) == 0
@@ -144,7 +159,7 @@ mod tests {
         std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
         let f = dir.path().join("made");
         {
-            let _as = AsCaller::enter(Caller { uid: 65534, gid: 65534, pid: 0 }, true);
+            let _as = AsCaller::enter(Caller { uid: 65534, gid: 65534, pid: 0 }, true, libc::S_IFREG | 0o644);
             // 0700 root directory: only CAP_DAC_OVERRIDE lets the caller in.
             std::fs::write(&f, b"x").expect("create as the caller");
         }

@@ -69,7 +69,7 @@ impl Core {
         let (p, (_g, fd, created)) = self.in_dir(p, |p| {
             let g = self.dirlocks.lock(&[p.key]);
             let made = {
-                let _as = AsCaller::enter(who, self.euid == 0);
+                let _as = AsCaller::enter(who, self.euid == 0, libc::S_IFREG | mode);
                 sys::openat(p.fd(), &c, open_flags | libc::O_CREAT | libc::O_EXCL | self.open_extra.0, mode)
             };
             match made {
@@ -127,7 +127,7 @@ impl Core {
         let _room = self.reserve(ENTRY_RESERVE, false)?;
         let (p, _g) = self.in_dir(p, |p| {
             let g = self.dirlocks.lock(&[p.key]);
-            let _as = AsCaller::enter(who, self.euid == 0);
+            let _as = AsCaller::enter(who, self.euid == 0, libc::S_IFDIR | mode);
             sys::mkdirat(p.fd(), &c, mode).map(|()| g)
         })?;
         self.made(&p, name)
@@ -140,7 +140,7 @@ impl Core {
         let _room = self.reserve(ENTRY_RESERVE, false)?;
         let _g = self.dirlocks.lock(&[p.key]);
         {
-            let _as = AsCaller::enter(who, self.euid == 0);
+            let _as = AsCaller::enter(who, self.euid == 0, mode);
             sys::mknodat(p.fd(), &c, mode, u64::from(rdev))?;
         }
         self.made(&p, name)
@@ -153,7 +153,7 @@ impl Core {
         let _room = self.reserve(ENTRY_RESERVE, false)?;
         let _g = self.dirlocks.lock(&[p.key]);
         {
-            let _as = AsCaller::enter(who, self.euid == 0);
+            let _as = AsCaller::enter(who, self.euid == 0, libc::S_IFLNK | 0o777);
             sys::symlinkat(target, p.fd(), &c)?;
         }
         self.made(&p, name)
