@@ -147,6 +147,13 @@ impl Status {
     }
 }
 
+/// df's Use% of a filesystem with `used` of `size` bytes (Used + Avail =
+/// Size): percent rounded up, as df rounds it; None for a zero size (df
+/// shows `-`).
+pub fn df_use_percent(used: u64, size: u64) -> Option<u64> {
+    (size > 0).then(|| (used.min(size) * 100).div_ceil(size))
+}
+
 /// `n` bytes with a binary unit: `512 B`, `1.5 KiB`, `24.0 GiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
