@@ -234,7 +234,7 @@ for p in problems:
 sys.exit(1 if problems else 0)
 PY
 
-say "df -h $MNT:"
+say "df -h $MNT (Avail: what a write can get now, evictable blocks included; Used: what no write can get; the cache's fill is 'usage' above):"
 df -h "$MNT" | sed 's/^/  /'
 
 # ---------------------------------------------------------------- unmount

@@ -213,6 +213,17 @@ status_table! {
     evictable: u64 [ledger] => Gauge "boundfs_evictable_block_files";
     /// Bytes of the evictable block files.
     evictable_bytes: u64 => Gauge "boundfs_evictable_bytes";
+    /// df's Size for the mount, bytes: `max_size`, or what BACKING's
+    /// filesystem can hold for it (`usage` + its free space) when that is
+    /// less; whole blocks, as STATFS reports it.
+    df_size: u64 => Gauge "boundfs_df_size_bytes";
+    /// df's Used, bytes: what no write can get (`usage + reserved −
+    /// evictable_bytes`: open files, files matching no `pattern`,
+    /// directories), rounded up to whole blocks; `df_size − df_avail`.
+    df_used: u64;
+    /// df's Avail (`f_bavail` = `f_bfree`), bytes: what a write can get now,
+    /// free room plus the evictable block files; `df_size − df_used`.
+    df_avail: u64 => Gauge "boundfs_df_avail_bytes";
     /// Open file handles through the mount.
     open_handles: u64 [ledger] => Gauge "boundfs_open_handles";
     /// Block files evicted.

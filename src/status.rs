@@ -37,6 +37,16 @@ impl Status {
                     pct(self.usage)
                 ),
             ),
+            ("df", self.df_row()),
+            (
+                "a write gets",
+                format!(
+                    "{} now: {} free + {} by evicting blocks (df's Avail; Used is what no write can get)",
+                    bytes(self.df_avail),
+                    bytes(self.df_avail.saturating_sub(self.evictable_bytes)),
+                    bytes(self.df_avail.min(self.evictable_bytes))
+                ),
+            ),
             (
                 "watermarks",
                 format!(
@@ -133,8 +143,10 @@ impl Status {
                 },
             ),
         ];
-        let rows: Vec<(&str, String)> =
-            if self.shared { rows.into_iter().chain(shared).collect() } else { rows.into_iter().collect() };
+        // a daemon older than the df fields sends none: leave their rows out
+        let old = |k: &str| self.df_size == 0 && (k == "df" || k == "a write gets");
+        let rows = rows.into_iter().filter(|(k, _)| !old(k));
+        let rows: Vec<(&str, String)> = if self.shared { rows.chain(shared).collect() } else { rows.collect() };
         let mut out = String::new();
         for (k, v) in rows {
             out.push_str(&format!("{k:<13}{v}\n"));
@@ -145,6 +157,33 @@ impl Status {
         }
         out
     }
+}
+
+impl Status {
+    /// The `df` row: Size, Used, Avail and Use% as `df MOUNTPOINT` shows
+    /// them, and why Size is less than `max_size` when it is.
+    fn df_row(&self) -> String {
+        let pct = df_use_percent(self.df_used, self.df_size).map_or("-".to_string(), |p| format!("{p}%"));
+        // df_size is whole blocks (up to 1 MiB on some filesystems) of max_size at most
+        let why = if self.df_size + (1 << 20) <= self.max_size {
+            " (Size: what BACKING's filesystem can hold for the mount, less than max_size)"
+        } else {
+            ""
+        };
+        format!(
+            "Size {}, Used {}, Avail {}, Use% {pct}{why}",
+            bytes(self.df_size),
+            bytes(self.df_used),
+            bytes(self.df_avail)
+        )
+    }
+}
+
+/// df's Use% of a filesystem with `used` of `size` bytes (Used + Avail =
+/// Size): percent rounded up, as df rounds it; None for a zero size (df
+/// shows `-`).
+pub fn df_use_percent(used: u64, size: u64) -> Option<u64> {
+    (size > 0).then(|| (used.min(size) * 100).div_ceil(size))
 }
 
 /// `n` bytes with a binary unit: `512 B`, `1.5 KiB`, `24.0 GiB`.
@@ -225,6 +264,24 @@ mod tests {
         assert_eq!(duration(59), "59s");
         assert_eq!(duration(3600 + 5), "1h 0m 5s");
         assert_eq!(duration(2 * 86400 + 61), "2d 0h 1m 1s");
+    }
+
+    #[test]
+    fn df_rows() {
+        let (m, k) = (1u64 << 20, 1u64 << 10);
+        let mut s = Status { max_size: 64 * m, usage: 58 * m, evictable_bytes: 56 * m, ..Default::default() };
+        (s.df_size, s.df_used, s.df_avail) = (64 * m, 2 * m + 4 * k, 62 * m - 4 * k);
+        let t = s.table("/mnt/kv");
+        assert!(t.contains("\ndf           Size 64.0 MiB, Used 2.0 MiB, Avail 62.0 MiB, Use% 4%\n"), "{t}");
+        assert!(t.contains("\na write gets 62.0 MiB now: 6.0 MiB free + 56.0 MiB by evicting blocks"), "{t}");
+        // a disk smaller than the budget: Size says why it is not max_size
+        s.df_size = 32 * m;
+        assert!(s.table("/m").contains("Size: what BACKING's filesystem can hold for the mount"));
+        // an older daemon sends no df fields: no rows made of zeros
+        let old = Status { max_size: 64 * m, ..Default::default() };
+        assert!(!old.table("/m").contains("\ndf "));
+        assert!(!old.table("/m").contains("a write gets"));
+        assert_eq!((df_use_percent(1, 100), df_use_percent(0, 100), df_use_percent(0, 0)), (Some(1), Some(0), None));
     }
 
     #[test]

@@ -38,6 +38,7 @@ impl Core {
         let p = self.policy();
         let s = &self.stats;
         let index = self.index_report();
+        let space = self.space().unwrap_or_default();
         let mut st = Status {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backing: self.root_path.display().to_string(),
@@ -48,6 +49,9 @@ impl Core {
             high_watermark_bytes: p.high_bytes(),
             low_watermark_bytes: p.low_bytes(),
             evictable_bytes,
+            df_size: space.size,
+            df_used: space.used,
+            df_avail: space.avail,
             eviction_sweep_seconds: Stats::get(&s.eviction_sweep_micros) as f64 / 1e6,
             stamps_pending: self.stamper.pending() as u64,
             indexing: index.is_none(),

@@ -1,4 +1,4 @@
-//! Read-only metadata operations: getattr, readlink, statfs, access, and
+//! Read-only metadata operations: getattr, readlink, access, and
 //! extended attributes (passed through; on the root, the `user.boundfs.*`
 //! names are the live status and control, see `control`).
 
@@ -10,32 +10,6 @@ use fuser::{Errno, FileAttr, INodeNo};
 use super::control::XATTR_PREFIX;
 use super::{Caller, Core, OpResult, attr_of, inode::ROOT_INO, privs};
 use crate::sys;
-
-/// What STATFS answers: the budget as the filesystem's size, and as
-/// available what a write can have once eviction has made room.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StatFs {
-    /// Total blocks of `bsize` bytes: max_size / bsize.
-    pub blocks: u64,
-    /// Free blocks: (max_size − usage) / bsize, capped by BACKING's own free
-    /// space. `df`'s Used column is `blocks − bfree`, so it stays usage.
-    pub bfree: u64,
-    /// Available blocks (`f_bavail`, what `df` shows as Avail and what
-    /// engines gating writes on free space read, e.g. SGLang HiCacheFile's
-    /// `min_free_space`): the free bytes plus the bytes eviction can free now
-    /// (block files in the LRU: no open handle), so
-    /// `min(max_size − usage + evictable, backing free + evictable) / bsize`.
-    /// At least `bfree`, at most `blocks`.
-    pub bavail: u64,
-    /// Inodes of BACKING.
-    pub files: u64,
-    /// Free inodes of BACKING.
-    pub ffree: u64,
-    /// Block size of BACKING (bytes).
-    pub bsize: u32,
-    /// Longest name of BACKING.
-    pub namelen: u32,
-}
 
 impl Core {
     /// GETATTR, through the open handle when the kernel gives one (fstat of
@@ -68,30 +42,6 @@ impl Core {
     /// READLINK: the stored target, never resolved.
     pub fn readlink(&self, ino: INodeNo) -> OpResult<Vec<u8>> {
         sys::readlink_fd(self.inode(ino)?.fd())
-    }
-
-    /// STATFS: see [`StatFs`]. `df MOUNTPOINT` shows the tier's size. The
-    /// evictable bytes come from the ledger's running LRU byte sum (O(1)).
-    /// Errors: the backing errno of fstatvfs.
-    pub fn statfs(&self) -> OpResult<StatFs> {
-        let v = sys::fstatvfs(self.root().fd())?;
-        let bsize = (v.f_bsize as u64).max(512);
-        let (max, usage, evictable) = {
-            let l = self.accounts.lock();
-            (l.max_size(), l.usage(), l.evictable_bytes())
-        };
-        let backing_free = v.f_bavail as u64 * v.f_frsize.max(1) as u64;
-        let free = max.saturating_sub(usage).min(backing_free);
-        let avail = (max.saturating_sub(usage) + evictable).min(backing_free + evictable).min(max);
-        Ok(StatFs {
-            blocks: max / bsize,
-            bfree: free / bsize,
-            bavail: avail / bsize,
-            files: v.f_files as u64,
-            ffree: v.f_ffree as u64,
-            bsize: bsize as u32,
-            namelen: v.f_namemax as u32,
-        })
     }
 
     /// ACCESS (only sent without default_permissions): checks `mask` against

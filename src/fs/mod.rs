@@ -34,6 +34,7 @@ pub mod privs;
 mod creds;
 mod recreate;
 pub mod shared;
+mod statfs;
 pub mod unevictable;
 
 use std::collections::HashMap;
@@ -68,7 +69,8 @@ pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
 pub use data::{DirStream, SetAttr, backing_flags, write_growth};
 pub use evict::INVAL_WAIT;
 pub(crate) use evict::Kept;
-pub use meta::{StatFs, Xattr};
+pub use meta::Xattr;
+pub use statfs::{Space, StatFs};
 
 /// Result of a core operation: a value or the errno to answer.
 pub type OpResult<T> = Result<T, Errno>;

@@ -1,28 +1,30 @@
 #!/usr/bin/env bash
-# statfs reports the budget (df total = max_size, f_bfree = max_size - usage,
-# capped by BACKING's own free space; f_bavail = f_bfree + the bytes eviction
-# can free now, the evictable block files); the user.boundfs.stats xattr on the
-# mount root is one line of JSON with the documented keys and sane values.
+# statfs reports the budget as df reads it (tests/sh/36-df-columns.sh checks
+# every state against `boundfs status`): df total = max_size, capped by what
+# BACKING's filesystem can hold; f_bfree = f_bavail = what a write can get
+# now, max_size - usage + the evictable block files; so df's Used is usage
+# minus the evictable bytes. The user.boundfs.stats xattr on the mount root is
+# one line of JSON with the documented keys and sane values.
 . "$(dirname "$0")/lib.sh"
 
 MAX=$((64 * MiB))
 bfs_mount max_size=64M,high_watermark=0.8,low_watermark=0.5
 
 statfs_check() { # check df/stat -f against du; $1 = label
-    local total bsize blocks bfree bavail u free
+    local total bsize blocks bfree bavail u ev
     read -r total < <(df -B1 --output=size "$MNT" | tail -n 1)
     assert_eq "$MAX" "$total" "df total ($1)"
     read -r bsize blocks bfree bavail < <(stat -f -c '%S %b %f %a' "$MNT")
     assert_eq "$MAX" $((blocks * bsize)) "f_blocks x f_bsize ($1)"
-    u=$(du_backing); free=$((bfree * bsize))
-    local want=$((MAX - u)) tol=$((bsize * 2 + 64 * 1024))
-    local diff=$(( free > want ? free - want : want - free ))
-    assert_le "$diff" "$tol" "free ($free) vs max_size - du ($want) ($1)"
-    local ev avail=$((bavail * bsize))
-    ev=$(stats_field evictable_bytes)
-    diff=$(( avail > free + ev ? avail - free - ev : free + ev - avail ))
-    assert_le "$diff" "$tol" "f_bavail ($avail) vs f_bfree + evictable ($free + $ev) ($1)"
-    log "statfs ($1): bsize=$bsize total=$total free=$free avail=$avail evictable=$ev du=$u"
+    assert_eq "$bfree" "$bavail" "f_bfree == f_bavail ($1)"
+    u=$(du_backing); ev=$(stats_field evictable_bytes)
+    local avail=$((bavail * bsize)) want=$((MAX - u + ev)) tol=$((bsize * 2 + 64 * 1024))
+    local diff=$(( avail > want ? avail - want : want - avail ))
+    assert_le "$diff" "$tol" "f_bavail ($avail) vs max_size - du + evictable ($MAX - $u + $ev) ($1)"
+    local used=$(( (blocks - bfree) * bsize ))
+    diff=$(( used > u - ev ? used - u + ev : u - ev - used ))
+    assert_le "$diff" "$tol" "df Used ($used) vs du - evictable ($u - $ev) ($1)"
+    log "statfs ($1): bsize=$bsize total=$total used=$used avail=$avail evictable=$ev du=$u"
 }
 statfs_check empty
 mkdir -p "$MNT/kv/a"
@@ -79,7 +81,7 @@ BACKING="$SMALL"
 bfs_mount max_size=64M
 read -r bsize blocks bavail < <(stat -f -c '%S %b %a' "$MNT")
 read -r sbsize sbavail < <(stat -f -c '%S %a' "$SMALL")
-assert_eq "$MAX" $((blocks * bsize)) "total with a small backing"
+assert_eq $((8 * MiB)) $((blocks * bsize)) "total with a small backing: what the 8 MiB tmpfs holds, not max_size"
 assert_le $((bavail * bsize)) $((sbavail * sbsize + bsize)) "free is capped by backing free space"
 log "small backing: free $((bavail * bsize)), backing free $((sbavail * sbsize))"
 bfs_unmount

@@ -9,7 +9,8 @@
 MAX=$((32 * MiB))
 bfs_mount max_size=32M
 mkdir "$MNT/hicache"
-# 28 MiB of cold blocks: f_bfree is ~4 MiB, below the 8 MiB gate
+# 28 MiB of cold blocks: ~4 MiB is free room (max_size - usage), below the
+# 8 MiB gate; the rest is evictable, so f_bavail (and f_bfree) count it
 for i in $(seq 0 27); do mkblock "$MNT/hicache/cold$i.bin" 1M; done
 
 # the gate, SGLang-style: statvfs before each set(); 24 stores of 1 MiB
