@@ -23,6 +23,7 @@ pub mod lease;
 
 mod context;
 mod control;
+mod creds;
 mod data;
 mod direct;
 mod meta;
@@ -31,7 +32,6 @@ pub mod own_removals;
 mod owner;
 mod parts;
 pub mod privs;
-mod creds;
 mod recreate;
 pub mod shared;
 mod statfs;
