@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 
 use crate::config;
+use crate::exit::Exit;
 use crate::fs::{MAX_SIZE_XATTR, STATS_XATTR};
 use crate::status::{Status, bytes};
 
@@ -39,7 +40,8 @@ pub struct SetArgs {
     pub settings: Vec<String>,
 }
 
-/// A failed command: the exit code (1 runtime, 2 bad input) and one line.
+/// A failed command: the exit code (`crate::exit::Exit`: 1 runtime, 2 bad
+/// input, 4 a dead mount) and one line.
 #[derive(Debug)]
 pub struct CtlError {
     /// Exit code.
@@ -52,10 +54,47 @@ fn fail<T>(code: i32, msg: impl Into<String>) -> Result<T, CtlError> {
     Err(CtlError { code, msg: msg.into() })
 }
 
+/// The subcommands.
+const COMMANDS: [&str; 2] = ["status", "set"];
+
 /// Whether argv names a subcommand (`boundfs status …`, `boundfs set …`).
 /// A backing directory called `status` or `set` is given as `./status`.
 pub fn subcommand(argv: &[OsString]) -> Option<&str> {
-    argv.get(1).and_then(|a| a.to_str()).filter(|a| matches!(*a, "status" | "set"))
+    argv.get(1).and_then(|a| a.to_str()).filter(|a| COMMANDS.contains(a))
+}
+
+/// The one-line error when argv's first word reads as a mistyped or
+/// unknown subcommand rather than a backing directory: a bare word (no `/`)
+/// naming nothing that exists, which is close to a subcommand (`statu`,
+/// `stat`, `sett`) or comes without any mount option (`boundfs show
+/// /mnt/kv`). None otherwise (a mount, whose paths are checked later).
+pub fn unknown_subcommand(argv: &[OsString]) -> Option<String> {
+    let word = argv.get(1)?.to_str()?;
+    if word.is_empty() || word.starts_with('-') || word.contains('/') || Path::new(word).symlink_metadata().is_ok() {
+        return None;
+    }
+    let close = COMMANDS
+        .into_iter()
+        .map(|c| (strsim::damerau_levenshtein(word, c), c))
+        .filter(|&(d, c)| d <= 2 && d < c.len())
+        .min()
+        .map(|(_, c)| c);
+    let mounting = argv[2..].iter().any(|a| {
+        let a = a.to_string_lossy();
+        a.starts_with("-o") || a.starts_with("--max-size")
+    });
+    if close.is_none() && mounting {
+        return None;
+    }
+    let hint = match close {
+        Some(c) => format!("did you mean `boundfs {c}`? "),
+        None if word == "help" => "see boundfs --help; ".to_string(),
+        None => String::new(),
+    };
+    Some(format!(
+        "unknown command '{word}'; {hint}commands: status, set (boundfs --help); to mount a backing directory \
+         named {word}, give it as a path: boundfs ./{word} MOUNTPOINT -o max_size=SIZE"
+    ))
 }
 
 /// Reads and parses the status of the mount at `mnt`. Errors (exit 1): not
@@ -94,12 +133,13 @@ pub fn status(args: &StatusArgs) -> Result<(), CtlError> {
     Ok(())
 }
 
-/// `boundfs set`: validates every setting, then applies them and prints the
-/// change. Errors: exit 2 for an unknown key or bad value, 1 when the mount
-/// refuses (EPERM: not root nor the mount's owner).
+/// `boundfs set`: validates every setting (a `,` separates settings as in
+/// `-o`), then applies them and prints the change. Errors: exit 2
+/// for an unknown key or bad value, 1 when the mount refuses (EPERM: not
+/// root nor the mount's owner), 4 for a dead mount.
 pub fn set(args: &SetArgs) -> Result<(), CtlError> {
     let mut new_max = None;
-    for kv in &args.settings {
+    for kv in args.settings.iter().flat_map(|s| super::cli::split_items(s)).filter(|s| !s.is_empty()) {
         match kv.split_once('=') {
             Some(("max_size", _)) if new_max.is_some() => {
                 return fail(2, "max_size is given twice; give it once");
@@ -111,22 +151,31 @@ pub fn set(args: &SetArgs) -> Result<(), CtlError> {
             Some((k, _)) => {
                 return fail(2, format!("'{k}' cannot be changed live; only max_size can (e.g. max_size=32G)"));
             }
-            None => return fail(2, format!("'{kv}' is not key=value; e.g. max_size=32G")),
+            None => {
+                return fail(2, format!("'{kv}' is not key=value; only max_size can change live (e.g. max_size=32G)"));
+            }
         }
     }
     let Some((text, n)) = new_max else { return Ok(()) };
     let before = read_status(&args.mountpoint)?;
     setxattr(&args.mountpoint, MAX_SIZE_XATTR, text.as_bytes())?;
-    let s = read_status(&args.mountpoint)?;
+    let (s, settled) = (read_status(&args.mountpoint)?, true);
     let mut line = format!(
-        "{}: max_size {} -> {} (high watermark {}, low {}); usage {}",
+        "{}: max_size {} -> {} (high watermark {}, low {}); ",
         args.mountpoint.display(),
         bytes(before.max_size),
         bytes(n),
         bytes(s.high_watermark_bytes),
         bytes(s.low_watermark_bytes),
-        bytes(s.usage)
     );
+    let evicted = s.evictions.saturating_sub(before.evictions);
+    if evicted > 0 {
+        line.push_str(&format!(
+            "evicted {evicted} files ({}); ",
+            bytes(s.evicted_bytes.saturating_sub(before.evicted_bytes))
+        ));
+    }
+    line.push_str(&format!("usage {}", bytes(s.usage)));
     // What eviction cannot free: block files held open, files matching no pattern.
     let kept = s.usage.saturating_sub(s.evictable_bytes);
     if s.usage > s.high_watermark_bytes && kept > s.low_watermark_bytes {
@@ -136,7 +185,7 @@ pub fn set(args: &SetArgs) -> Result<(), CtlError> {
             bytes(s.evictable_bytes),
             bytes(kept)
         ));
-    } else if s.usage > s.high_watermark_bytes {
+    } else if !settled || s.usage > s.high_watermark_bytes {
         line.push_str(": evicting down to the low watermark now");
     }
     println!("{line}");
@@ -154,9 +203,13 @@ fn explain(mnt: &Path, e: std::io::Error, writing: bool) -> CtlError {
         Some(libc::ENODATA) | Some(libc::EOPNOTSUPP) => {
             format!("{m} is not a boundfs mount (no {STATS_XATTR}); give the mountpoint itself, see /proc/mounts")
         }
-        Some(libc::ENOTCONN) => format!(
-            "{m}: transport endpoint is not connected (the daemon died); detach with `umount -l {m}` and mount again"
-        ),
+        Some(libc::ENOTCONN) => {
+            let msg = format!(
+                "{m}: transport endpoint is not connected (the daemon died); detach with `umount -l {m}` and mount \
+                 again"
+            );
+            return CtlError { code: Exit::DeadMount.code(), msg };
+        }
         Some(libc::ENOENT) => format!("{m} does not exist"),
         Some(libc::EPERM) | Some(libc::EACCES) if writing => {
             format!("{m}: not permitted; only root or the user who mounted it may change it")
