@@ -5,6 +5,7 @@
 
 use std::ffi::{CString, OsString};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 
@@ -133,8 +134,17 @@ pub fn status(args: &StatusArgs) -> Result<(), CtlError> {
     Ok(())
 }
 
+/// How long `boundfs set` waits for the eviction it started to settle
+/// before it reports usage as still falling.
+const SETTLE_WAIT: Duration = Duration::from_secs(30);
+/// Eviction has settled once neither usage nor the eviction count changed
+/// for this long (it cannot reach the low watermark: open or non-block files).
+const SETTLE_QUIET: Duration = Duration::from_secs(1);
+
 /// `boundfs set`: validates every setting (a `,` separates settings as in
-/// `-o`), then applies them and prints the change. Errors: exit 2
+/// `-o`), then applies them and prints the change once the eviction it
+/// starts has settled (usage at the low watermark, or no longer falling),
+/// or says eviction is still running after [`SETTLE_WAIT`]. Errors: exit 2
 /// for an unknown key or bad value, 1 when the mount refuses (EPERM: not
 /// root nor the mount's owner), 4 for a dead mount.
 pub fn set(args: &SetArgs) -> Result<(), CtlError> {
@@ -159,7 +169,7 @@ pub fn set(args: &SetArgs) -> Result<(), CtlError> {
     let Some((text, n)) = new_max else { return Ok(()) };
     let before = read_status(&args.mountpoint)?;
     setxattr(&args.mountpoint, MAX_SIZE_XATTR, text.as_bytes())?;
-    let (s, settled) = (read_status(&args.mountpoint)?, true);
+    let (s, settled) = settle(&args.mountpoint, &before)?;
     let mut line = format!(
         "{}: max_size {} -> {} (high watermark {}, low {}); ",
         args.mountpoint.display(),
@@ -185,11 +195,42 @@ pub fn set(args: &SetArgs) -> Result<(), CtlError> {
             bytes(s.evictable_bytes),
             bytes(kept)
         ));
-    } else if !settled || s.usage > s.high_watermark_bytes {
-        line.push_str(": evicting down to the low watermark now");
+    } else if !settled {
+        line.push_str(&format!(
+            ", still evicting down to the low watermark after {}s (see boundfs status)",
+            SETTLE_WAIT.as_secs()
+        ));
     }
     println!("{line}");
     Ok(())
+}
+
+/// Waits until the eviction a new budget started has settled: usage at or
+/// below the low watermark, or usage and the eviction count unchanged for
+/// [`SETTLE_QUIET`] (nothing more can go); at most [`SETTLE_WAIT`]. Returns
+/// the last status and whether it settled.
+fn settle(mnt: &Path, before: &Status) -> Result<(Status, bool), CtlError> {
+    let deadline = Instant::now() + SETTLE_WAIT;
+    let mut s = read_status(mnt)?;
+    let mut last = ((s.usage, s.evictions), Instant::now());
+    loop {
+        // A sweep runs only above the high watermark; below it nothing is evicted.
+        let started = s.evictions > before.evictions;
+        if s.usage <= s.low_watermark_bytes || (s.usage <= s.high_watermark_bytes && !started) {
+            return Ok((s, true));
+        }
+        if last.1.elapsed() >= SETTLE_QUIET {
+            return Ok((s, true));
+        }
+        if Instant::now() >= deadline {
+            return Ok((s, false));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        s = read_status(mnt)?;
+        if (s.usage, s.evictions) != last.0 {
+            last = ((s.usage, s.evictions), Instant::now());
+        }
+    }
 }
 
 fn cpath(p: &Path) -> Result<CString, CtlError> {

@@ -102,6 +102,11 @@ NEW=$((40 * MiB)); LOW=$((NEW * 80 / 100)); HIGH=$((NEW * 90 / 100))
 assert_ge "$u0" "$HIGH" "usage before the shrink is above the new high watermark"
 out=$("$BOUNDFS" set "$MNT" max_size=40M) || fail "boundfs set max_size=40M"
 log "$out"
+# it reports usage once its own eviction has settled, not a reading taken while it runs
+said=$($PY -c 'import re,sys; m=re.findall(r"usage ([0-9.]+) MiB", sys.argv[1]); print(int(float(m[-1]) * 1048576) if m else -1)' "$out")
+assert_le 0 "$said" "boundfs set names the usage ($out)"
+assert_le "$said" $((LOW + 64 * 1024)) "the usage boundfs set reports is past its eviction (low watermark $LOW): $out"
+grep -q "evicted [0-9]* files" <<<"$out" || fail "boundfs set does not say what its eviction removed: $out"
 assert_eq "$NEW" "$(stats_field max_size)" "max_size after set"
 assert_eq "$HIGH" "$(stats_field high_watermark_bytes)" "high watermark keeps its fraction"
 assert_eq "$LOW" "$(stats_field low_watermark_bytes)" "low watermark keeps its fraction"
