@@ -136,5 +136,14 @@ warned() { stats_field nonblock_warning | grep -qF "above the high watermark ($1
 poll_until 10 "a WARNING naming the high watermark of max_size=4M" warned "3.6 MiB"
 "$BOUNDFS" set "$MNT" max_size=5M >/dev/null || fail "boundfs set max_size=5M"
 poll_until 10 "the WARNING naming the new high watermark (4.5 MiB) after set max_size=5M" warned "4.5 MiB"
+# the WARNING's amount is the live one: shrinking the non-block file shows in it
+amount() { stats_field nonblock_warning | $PY -c 'import re,sys; m=re.match(r"([0-9.]+) MiB of files", sys.stdin.read()); print(int(float(m.group(1)) * 1048576) if m else -1)'; }
+a0=$(amount)
+assert_ge "$a0" $((6 * MiB)) "the WARNING's amount with a 6 MiB non-block file"
+truncate -s 5M "$MNT/notes.dat" || fail "truncate notes.dat"
+smaller() { [ "$(amount)" -le $((a0 - 900 * 1024)) ]; }
+poll_until 10 "the WARNING's amount following the non-block file from 6 to 5 MiB (was $a0)" smaller
+log "WARNING: $(stats_field nonblock_warning | cut -c1-100)..."
+
 bfs_unmount
 bfs_done
