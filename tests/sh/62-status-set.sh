@@ -145,5 +145,12 @@ smaller() { [ "$(amount)" -le $((a0 - 900 * 1024)) ]; }
 poll_until 10 "the WARNING's amount following the non-block file from 6 to 5 MiB (was $a0)" smaller
 log "WARNING: $(stats_field nonblock_warning | cut -c1-100)..."
 
+# ---- eviction_sweeps counts passes that evicted: above the high watermark
+# with nothing evictable the evictor wakes every second and evicts nothing
+sw=$(stats_field eviction_sweeps); ev=$(stats_field evictions)
+sleep 3
+assert_eq "$ev" "$(stats_field evictions)" "evictions while nothing is evictable"
+assert_eq "$sw" "$(stats_field eviction_sweeps)" "eviction_sweeps over 3 s in which nothing was evicted"
+assert_le "$sw" "$ev" "eviction_sweeps (each evicted at least one file) against evictions"
 bfs_unmount
 bfs_done
