@@ -206,7 +206,8 @@ pub fn set(args: &SetArgs) -> Result<(), CtlError> {
 }
 
 /// Waits until the eviction a new budget started has settled: usage at or
-/// below the low watermark, or usage and the eviction count unchanged for
+/// below the low watermark, a sweep ended and usage at or below the high
+/// watermark, or usage and the eviction count unchanged for
 /// [`SETTLE_QUIET`] (nothing more can go); at most [`SETTLE_WAIT`]. Returns
 /// the last status and whether it settled.
 fn settle(mnt: &Path, before: &Status) -> Result<(Status, bool), CtlError> {
@@ -214,9 +215,13 @@ fn settle(mnt: &Path, before: &Status) -> Result<(Status, bool), CtlError> {
     let mut s = read_status(mnt)?;
     let mut last = ((s.usage, s.evictions), Instant::now());
     loop {
-        // A sweep runs only above the high watermark; below it nothing is evicted.
+        // A sweep runs only above the high watermark; below it nothing is
+        // evicted. A sweep that ended since the change (eviction_sweeps
+        // counts each at its end) evicted down to the low watermark, where
+        // a steady store load may already have pushed usage back up.
         let started = s.evictions > before.evictions;
-        if s.usage <= s.low_watermark_bytes || (s.usage <= s.high_watermark_bytes && !started) {
+        let swept = s.eviction_sweeps > before.eviction_sweeps;
+        if s.usage <= s.low_watermark_bytes || (s.usage <= s.high_watermark_bytes && (swept || !started)) {
             return Ok((s, true));
         }
         if last.1.elapsed() >= SETTLE_QUIET {
