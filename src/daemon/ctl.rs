@@ -256,7 +256,10 @@ fn explain(mnt: &Path, e: std::io::Error, writing: bool) -> CtlError {
             );
             return CtlError { code: Exit::DeadMount.code(), msg };
         }
-        Some(libc::ENOENT) => format!("{m} does not exist"),
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) => {
+            let msg = format!("{m} does not exist; give the mountpoint of a boundfs mount (grep boundfs /proc/mounts)");
+            return CtlError { code: Exit::BadInput.code(), msg };
+        }
         Some(libc::EPERM) | Some(libc::EACCES) if writing => {
             format!("{m}: not permitted; only root or the user who mounted it may change it")
         }

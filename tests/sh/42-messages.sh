@@ -72,6 +72,7 @@ one_line "status of a dead mount" 4 "umount -l $MNT" "$BOUNDFS" status "$MNT"
 one_line "set on a dead mount" 4 "umount -l $MNT" "$BOUNDFS" set "$MNT" max_size=8M
 umount -l "$MNT" || fail "umount -l"
 one_line "status of a plain directory" 1 "is not a boundfs mount" "$BOUNDFS" status "$MNT"
+one_line "status of a missing path" 2 "does not exist" "$BOUNDFS" status "$BFS_TMP/nope"
 
 # ---- README documents each exit status
 for code in 1 2 3 4; do
