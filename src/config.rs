@@ -318,7 +318,9 @@ pub fn parse_size(key: &str, v: &str) -> Result<u64, ConfigError> {
 /// Errors: anything after a comma (named), not a size, too small.
 pub fn parse_max_size(v: &str) -> Result<u64, ConfigError> {
     if let Some((size, rest)) = v.split_once(',') {
-        return err(format!("max_size: '{v}' has more after the size (',{rest}'); give one size, e.g. max_size={size}"));
+        return err(format!(
+            "max_size: '{v}' has more after the size (',{rest}'); give one size, e.g. max_size={size}"
+        ));
     }
     let n = parse_size("max_size", v)?;
     if n < MIN_MAX_SIZE {

@@ -250,7 +250,9 @@ pub fn expand(argv: &[OsString]) -> Result<Vec<OsString>, ConfigError> {
     while let Some(a) = it.next() {
         let group = match a.to_str() {
             Some("-o") => match it.next() {
-                Some(g) => g.to_str().ok_or_else(|| ConfigError("mount options are not valid UTF-8".into(), Exit::BadInput))?,
+                Some(g) => {
+                    g.to_str().ok_or_else(|| ConfigError("mount options are not valid UTF-8".into(), Exit::BadInput))?
+                }
                 None => return err("option -o needs a value: -o key=value[,key=value...]"),
             },
             Some(s) if s.starts_with("-o") && !s.starts_with("--") => &s[2..],
