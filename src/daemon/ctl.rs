@@ -302,3 +302,30 @@ fn setxattr(mnt: &Path, name: &str, value: &[u8]) -> Result<(), CtlError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unknown(args: &[&str]) -> Option<String> {
+        let mut argv = vec![OsString::from("boundfs")];
+        argv.extend(args.iter().map(OsString::from));
+        unknown_subcommand(&argv)
+    }
+
+    #[test]
+    fn a_mistyped_or_unknown_subcommand_is_named() {
+        let m = unknown(&["statu", "/mnt/kv"]).unwrap();
+        assert!(m.starts_with("unknown command 'statu'; did you mean `boundfs status`?"), "{m}");
+        assert!(unknown(&["sett", "/mnt/kv", "max_size=1G"]).unwrap().contains("`boundfs set`"));
+        assert!(unknown(&["show", "/mnt/kv"]).unwrap().starts_with("unknown command 'show'; commands"));
+        // a mount: a path, an option, or a bare word far from any command with mount options
+        assert_eq!(unknown(&["/data/kv", "/mnt/kv"]), None);
+        assert_eq!(unknown(&["-f", "kv", "/mnt/kv"]), None);
+        assert_eq!(unknown(&["kv", "/mnt/kv", "-o", "max_size=1G"]), None);
+        assert_eq!(unknown(&["./statu", "/mnt/kv"]), None);
+        assert_eq!(unknown(&[]), None);
+        // close to a command, even with mount options: named
+        assert!(unknown(&["stauts", "/mnt/kv", "-o", "max_size=1G"]).is_some());
+    }
+}
