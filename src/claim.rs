@@ -23,6 +23,8 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use crate::exit::{Exit, Failure};
+
 /// The held claim on a BACKING: an fd with an exclusive flock on it. Keep it
 /// alive for as long as the daemon serves (dropping it releases the claim).
 /// The fd number is at least 3, so redirecting stdin/stdout/stderr never
@@ -34,9 +36,10 @@ pub struct BackingClaim {
 
 /// Claims `backing` (canonical) for this process: refuses (one line, says
 /// what to do) when a live boundfs serves it, a directory inside it or one
-/// above it. Errors: the claim is held elsewhere (flock EWOULDBLOCK), a live
-/// nested mount, or BACKING cannot be opened.
-pub fn claim(backing: &Path) -> Result<BackingClaim, String> {
+/// above it. Errors: [`Exit::InUse`] when the claim is held elsewhere (flock
+/// EWOULDBLOCK) or by a live nested mount; [`Exit::Runtime`] when BACKING
+/// cannot be opened or locked.
+pub fn claim(backing: &Path) -> Result<BackingClaim, Failure> {
     let mounts = boundfs_mounts();
     for (source, point) in &mounts {
         let src = Path::new(source);
@@ -68,20 +71,22 @@ pub fn claim(backing: &Path) -> Result<BackingClaim, String> {
                 shell_word(point)
             ),
         };
-        return Err(msg);
+        return Err(Failure::new(Exit::InUse, msg));
     }
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(backing.as_os_str()))
-        .map_err(|_| "backing directory: path contains a NUL byte".to_string())?;
+        .map_err(|_| Failure::new(Exit::BadInput, "backing directory: path contains a NUL byte"))?;
     let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
     if fd < 0 {
-        return Err(format!("cannot open {}: {}", backing.display(), std::io::Error::last_os_error()));
+        let e = std::io::Error::last_os_error();
+        return Err(Failure::new(Exit::Runtime, format!("cannot open {}: {e}", backing.display())));
     }
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // At least 3: a daemon redirects 0-2 to /dev/null, which must not close the claim.
     let fd = if fd.as_raw_fd() < 3 {
         let d = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
         if d < 0 {
-            return Err(format!("cannot claim {}: {}", backing.display(), std::io::Error::last_os_error()));
+            let e = std::io::Error::last_os_error();
+            return Err(Failure::new(Exit::Runtime, format!("cannot claim {}: {e}", backing.display())));
         }
         unsafe { OwnedFd::from_raw_fd(d) }
     } else {
@@ -101,13 +106,14 @@ pub fn claim(backing: &Path) -> Result<BackingClaim, String> {
                 ),
                 None => "unmount that one first".to_string(),
             };
-            return Err(format!(
+            let msg = format!(
                 "backing directory {} is already served by a live boundfs mounted {at}; one mount per backing \
                  directory: {fix}",
                 backing.display()
-            ));
+            );
+            return Err(Failure::new(Exit::InUse, msg));
         }
-        return Err(format!("cannot claim {} (flock): {e}", backing.display()));
+        return Err(Failure::new(Exit::Runtime, format!("cannot claim {} (flock): {e}", backing.display())));
     }
     Ok(BackingClaim { _fd: fd })
 }
@@ -233,7 +239,8 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let first = claim(d.path()).unwrap();
         let e = claim(d.path()).unwrap_err();
-        assert!(e.contains("already served by a live boundfs"), "{e}");
+        assert!(e.msg.contains("already served by a live boundfs"), "{}", e.msg);
+        assert_eq!(e.exit, Exit::InUse);
         drop(first);
         assert!(claim(d.path()).is_ok());
     }

@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
+use crate::claim::shell_word;
+use crate::exit::Exit;
+
 /// Default `high_watermark` (the clap default of `--high-watermark`, and
 /// the ledger's when built without options): fraction of `max_size` above
 /// which the background evictor runs.
@@ -42,9 +45,10 @@ pub const DEFAULT_WARM_ENTRIES: usize = 4096;
 /// Largest `warm_entries` accepted.
 pub const MAX_WARM_ENTRIES: usize = 1 << 20;
 
-/// A bad option or path, worded for the user (one line, says what to do).
+/// A bad option or path, worded for the user (one line, says what to do),
+/// and its kind (exit status): [`Exit::BadInput`] unless a mount is in the way.
 #[derive(Debug, PartialEq)]
-pub struct ConfigError(pub String);
+pub struct ConfigError(pub String, pub Exit);
 
 impl std::error::Error for ConfigError {}
 
@@ -56,7 +60,7 @@ impl fmt::Display for ConfigError {
 
 /// Shorthand for building a [`ConfigError`].
 pub fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
-    Err(ConfigError(msg.into()))
+    Err(ConfigError(msg.into(), Exit::BadInput))
 }
 
 /// Everything the daemon runs with, validated.
@@ -311,7 +315,13 @@ pub fn parse_size(key: &str, v: &str) -> Result<u64, ConfigError> {
 }
 
 /// Parses `max_size`: a size (see [`parse_size`]) of at least [`MIN_MAX_SIZE`].
+/// Errors: anything after a comma (named), not a size, too small.
 pub fn parse_max_size(v: &str) -> Result<u64, ConfigError> {
+    if let Some((size, rest)) = v.split_once(',') {
+        return err(format!(
+            "max_size: '{v}' has more after the size (',{rest}'); give one size, e.g. max_size={size}"
+        ));
+    }
     let n = parse_size("max_size", v)?;
     if n < MIN_MAX_SIZE {
         return err(format!("max_size: {v} is too small to hold a block file; give at least 1M, e.g. max_size=24G"));
@@ -418,13 +428,14 @@ pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBu
             .or_else(|_| err("mountpoint: path contains a NUL byte"))?;
         let dead = unsafe { libc::statvfs(cm.as_ptr(), &mut v) } != 0
             && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOTCONN);
-        let (what, fix) =
-            if dead { ("a dead boundfs mount", "umount -l") } else { ("already a boundfs mount", "umount") };
-        return err(format!(
-            "mountpoint {} is {what} (of {source}); unmount it first: {fix} {}",
-            m.display(),
-            crate::claim::shell_word(&m)
-        ));
+        let (what, fix, kind) = if dead {
+            ("a dead boundfs mount", "umount -l", Exit::DeadMount)
+        } else {
+            ("already a boundfs mount", "umount", Exit::InUse)
+        };
+        let msg =
+            format!("mountpoint {} is {what} (of {source}); unmount it first: {fix} {}", m.display(), shell_word(&m));
+        return Err(ConfigError(msg, kind));
     }
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(b.as_os_str()))
         .or_else(|_| err("backing directory: path contains a NUL byte"))?;
@@ -452,10 +463,14 @@ pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBu
 }
 
 fn dir(p: &Path, what: &str) -> Result<PathBuf, ConfigError> {
-    let c = p.canonicalize().or_else(|e| err(format!("{what} {}: {}", p.display(), lower(&e, p))))?;
+    let fail = |e: std::io::Error| {
+        let kind = if e.raw_os_error() == Some(libc::ENOTCONN) { Exit::DeadMount } else { Exit::BadInput };
+        ConfigError(format!("{what} {}: {}", p.display(), lower(&e, p)), kind)
+    };
+    let c = p.canonicalize().map_err(fail)?;
     // canonicalize does not stat the last component: a dead FUSE mount
     // (ENOTCONN) shows up only here.
-    let md = std::fs::metadata(&c).or_else(|e| err(format!("{what} {}: {}", p.display(), lower(&e, p))))?;
+    let md = std::fs::metadata(&c).map_err(fail)?;
     if !md.is_dir() {
         return err(format!(
             "{what} {}: not a directory; give a directory (usage: boundfs BACKING MOUNTPOINT)",

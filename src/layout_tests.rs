@@ -10,6 +10,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("sys", 1),
     ("key", 1),
     ("config", 1),
+    ("exit", 1),
     ("claim", 1),
     ("stats", 1),
     ("status", 1),

@@ -2,14 +2,16 @@
 //! umount → exit. Also `boundfs status|set MOUNTPOINT …`, and the mount(8)
 //! helper when started as `mount.fuse.boundfs`.
 //!
-//! Exit codes: 0 success (in daemon mode: the mount is live), 1 runtime
-//! failure (mount refused …), 2 bad input. As the mount(8) helper, mount(8)'s
-//! own codes: 1 bad input, 32 mount failure.
+//! Exit codes: 0 success (in daemon mode: the mount is live), then one per
+//! kind of failure (`boundfs::exit::Exit`): 1 runtime failure (mount
+//! refused …), 2 bad input, 3 already served, 4 a dead mount in the way. As
+//! the mount(8) helper, mount(8)'s own codes: 1 bad input, 32 mount failure.
 
 use std::ffi::OsString;
 use std::process::exit;
 
 use boundfs::daemon::{self, cli, ctl, daemonize, mount_helper, sdnotify::Notify};
+use boundfs::exit::Exit;
 use boundfs::{claim, config, logging};
 use clap::Parser;
 
@@ -17,6 +19,14 @@ use clap::Parser;
 struct Codes {
     usage: i32,
     failure: i32,
+    /// Started as the mount(8) helper: mount(8)'s codes ([`Exit::helper_code`]).
+    helper: bool,
+}
+
+impl Codes {
+    fn of(&self, e: Exit) -> i32 {
+        if self.helper { e.helper_code() } else { e.code() }
+    }
 }
 
 fn main() {
@@ -24,8 +34,15 @@ fn main() {
     if let Some(cmd) = ctl::subcommand(&argv) {
         exit(run_ctl(cmd, &argv[1..]));
     }
-    let (argv, codes, fake) = if argv.first().is_some_and(|a| mount_helper::invoked_as_helper(a)) {
-        let codes = Codes { usage: 1, failure: 32 };
+    let helper = argv.first().is_some_and(|a| mount_helper::invoked_as_helper(a));
+    if !helper {
+        if let Some(msg) = ctl::unknown_subcommand(&argv) {
+            eprintln!("boundfs: error: {msg}");
+            exit(Exit::BadInput.code());
+        }
+    }
+    let (argv, codes, fake) = if helper {
+        let codes = Codes { usage: 1, failure: 32, helper: true };
         match mount_helper::translate(&argv[1..]) {
             Ok(call) => {
                 if call.verbose && std::env::var_os("RUST_LOG").is_none() {
@@ -40,7 +57,7 @@ fn main() {
             }
         }
     } else {
-        (argv, Codes { usage: 2, failure: 1 }, false)
+        (argv, Codes { usage: Exit::BadInput.code(), failure: Exit::Runtime.code(), helper: false }, false)
     };
     let opts = match cli::parse(&argv) {
         Ok(o) => o,
@@ -51,6 +68,10 @@ fn main() {
         Err(cli::CliError::Bad(e)) => {
             eprintln!("boundfs: error: {e}");
             exit(codes.usage);
+        }
+        Err(cli::CliError::Refused(f)) => {
+            eprintln!("boundfs: error: {}", f.msg);
+            exit(codes.of(f.exit));
         }
     };
     if fake {
@@ -65,9 +86,9 @@ fn main() {
     } else {
         match claim::claim(&opts.backing) {
             Ok(c) => Some(c),
-            Err(e) => {
-                eprintln!("boundfs: error: {e}");
-                exit(codes.failure);
+            Err(f) => {
+                eprintln!("boundfs: error: {}", f.msg);
+                exit(codes.of(f.exit));
             }
         }
     };

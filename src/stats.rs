@@ -234,7 +234,7 @@ status_table! {
     evict_skipped: u64 [stats] => Counter "boundfs_evict_skipped_total";
     /// Eviction candidates skipped because a client opened them meanwhile.
     evict_skipped_open: u64 [stats] => Counter "boundfs_evict_skipped_open_total";
-    /// Background eviction sweeps.
+    /// Background eviction sweeps that evicted at least one file.
     eviction_sweeps: u64 [stats] => Counter "boundfs_eviction_sweeps_total";
     /// Time spent in background eviction sweeps, seconds.
     eviction_sweep_seconds: f64 => Counter "boundfs_eviction_sweep_seconds_total";

@@ -14,6 +14,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 
 use crate::config::{self, AtimeMode, ConfigError, FlushMode, Options, err};
+use crate::exit::{Exit, Failure};
 
 /// Help heading of the options that `-o key=value` sets (boundfs's own).
 pub const MOUNT_OPTIONS: &str = "Mount options (also as -o key=value)";
@@ -30,10 +31,12 @@ pub const MOUNT_FLAGS: &str = "mount(8) flags (also as -o flag)";
     after_help = "Example: boundfs /data/kv /mnt/kv -o max_size=24G\n\
                   Every option above may also be given as -o key=value[,key=value...] (fstab style: \
                   max_size=24G,allow_other), and mount(8)'s generic options are accepted there \
-                  (rw, nofail, _netdev, x-* ...).\n\
+                  (rw, nofail, _netdev, x-* ...). A comma inside braces or double quotes belongs to \
+                  the value: -o pattern=*.{bin,pt}.\n\
                   Sizes: bytes, or K/M/G/T = KiB/MiB/GiB/TiB (powers of 1024), fractions allowed (1.5G).\n\
                   Durations: 250ms, 60s, 5m, 1h, or bare seconds.\n\
-                  Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE"
+                  Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE\n\
+                  Exit status: 0 ok, 1 runtime failure, 2 bad input, 3 already served, 4 a dead mount in the way."
 )]
 pub struct Args {
     /// Backing directory (where the files really live).
@@ -208,8 +211,36 @@ fn split(item: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// Splits one `-o` group into its items at the commas outside braces and
+/// double quotes, so every value the long option takes can be given with
+/// `-o`: `pattern=*.{bin,pt}` (a glob's alternatives) and
+/// `log_file="/var/log/kv,1.log"` stay one item each. Empty items are kept
+/// (the caller skips them).
+pub fn split_items(group: &str) -> Vec<&str> {
+    let (mut items, mut start, mut depth, mut quoted) = (Vec::new(), 0, 0usize, false);
+    for (i, c) in group.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            '{' if !quoted => depth += 1,
+            '}' if !quoted => depth = depth.saturating_sub(1),
+            ',' if !quoted && depth == 0 => {
+                items.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&group[start..]);
+    items
+}
+
+/// A value as given in `-o key="value"`: without its enclosing double quotes.
+fn unquote(v: &str) -> &str {
+    v.strip_prefix('"').and_then(|v| v.strip_suffix('"')).unwrap_or(v)
+}
+
 /// Rewrites every `-o a=b,c` (also `-oa=b,c`) of argv into `--a=b --c`,
-/// dropping mount(8)'s generic options. Errors (one line naming the key):
+/// dropping mount(8)'s generic options; items are split by [`split_items`]. Errors (one line naming the key):
 /// an unknown key, a value given to a flag or missing from a key that needs
 /// one, `ro`.
 pub fn expand(argv: &[OsString]) -> Result<Vec<OsString>, ConfigError> {
@@ -219,7 +250,9 @@ pub fn expand(argv: &[OsString]) -> Result<Vec<OsString>, ConfigError> {
     while let Some(a) = it.next() {
         let group = match a.to_str() {
             Some("-o") => match it.next() {
-                Some(g) => g.to_str().ok_or_else(|| ConfigError("mount options are not valid UTF-8".into()))?,
+                Some(g) => {
+                    g.to_str().ok_or_else(|| ConfigError("mount options are not valid UTF-8".into(), Exit::BadInput))?
+                }
                 None => return err("option -o needs a value: -o key=value[,key=value...]"),
             },
             Some(s) if s.starts_with("-o") && !s.starts_with("--") => &s[2..],
@@ -228,8 +261,9 @@ pub fn expand(argv: &[OsString]) -> Result<Vec<OsString>, ConfigError> {
                 continue;
             }
         };
-        for item in group.split(',') {
+        for item in split_items(group) {
             let (k, v) = split(item);
+            let v = v.map(unquote);
             let known = keys.iter().find(|(key, _)| key == k);
             match (k, v, known) {
                 ("", None, _) => {}
@@ -263,6 +297,8 @@ pub enum CliError {
     Display(clap::Error),
     /// Bad input: one line naming the option and what to give instead.
     Bad(String),
+    /// A mount in the way ([`Exit::InUse`], [`Exit::DeadMount`]): one line saying which and what to do.
+    Refused(Failure),
 }
 
 /// argv (program name first) → validated [`Options`]: [`expand`], clap,
@@ -271,7 +307,10 @@ pub fn parse(argv: &[OsString]) -> Result<Options, CliError> {
     let argv = expand(argv).map_err(|e| CliError::Bad(e.0))?;
     let matches = Args::command().try_get_matches_from(argv).map_err(clap_error)?;
     let args = Args::from_arg_matches(&matches).map_err(clap_error)?;
-    options(args, &matches).map_err(|e| CliError::Bad(e.0))
+    options(args, &matches).map_err(|e| match e.1 {
+        Exit::BadInput => CliError::Bad(e.0),
+        kind => CliError::Refused(Failure::new(kind, e.0)),
+    })
 }
 
 /// clap's error as [`CliError`]: our parsers' own message when a value was

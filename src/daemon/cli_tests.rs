@@ -10,8 +10,9 @@ fn parse(extra: &[&str]) -> Result<Options, ConfigError> {
     let argv: Vec<OsString> = argv.into_iter().map(OsString::from).collect();
     match super::parse(&argv) {
         Ok(o) => Ok(o),
-        Err(CliError::Bad(e)) => Err(ConfigError(e)),
-        Err(CliError::Display(e)) => Err(ConfigError(e.to_string())),
+        Err(CliError::Bad(e)) => Err(ConfigError(e, Exit::BadInput)),
+        Err(CliError::Refused(f)) => Err(ConfigError(f.msg, f.exit)),
+        Err(CliError::Display(e)) => Err(ConfigError(e.to_string(), Exit::BadInput)),
     }
 }
 
@@ -228,4 +229,20 @@ fn an_option_without_its_dash_o_says_where_it_goes() {
         e.0,
         "unexpected argument 'max_size=24G': mount options go after -o, e.g. boundfs BACKING MOUNTPOINT -o max_size=24G"
     );
+}
+
+#[test]
+fn dash_o_takes_every_value_the_long_option_takes() {
+    // a comma inside a glob's braces or a double-quoted value is part of the value
+    let a = parse(&["-o", "max_size=1G,pattern=*.{bin,pt},pattern=\"*.a,b\",allow_other"]).unwrap();
+    assert_eq!(a.patterns, ["*.{bin,pt}", "*.a,b"]);
+    assert!(a.allow_other);
+    let b = parse(&["--max-size", "1G", "--pattern", "*.{bin,pt}", "--pattern", "*.a,b", "--allow-other"]).unwrap();
+    assert_eq!(a.patterns, b.patterns);
+    assert_eq!(split_items("a={x,{y,z}},b,,\"c,d\""), ["a={x,{y,z}}", "b", "", "\"c,d\""]);
+    // the item after the comma is named, not the size before it
+    let e = parse(&["-o", "max_size=32M,foo"]).unwrap_err();
+    assert!(e.0.contains("unknown option 'foo'"), "{}", e.0);
+    let e = parse(&["--max-size", "32M,foo"]).unwrap_err();
+    assert!(e.0.contains("',foo'"), "{}", e.0);
 }

@@ -5,10 +5,12 @@
 
 use std::ffi::{CString, OsString};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 
 use crate::config;
+use crate::exit::Exit;
 use crate::fs::{MAX_SIZE_XATTR, STATS_XATTR};
 use crate::status::{Status, bytes};
 
@@ -39,7 +41,8 @@ pub struct SetArgs {
     pub settings: Vec<String>,
 }
 
-/// A failed command: the exit code (1 runtime, 2 bad input) and one line.
+/// A failed command: the exit code (`crate::exit::Exit`: 1 runtime, 2 bad
+/// input, 4 a dead mount) and one line.
 #[derive(Debug)]
 pub struct CtlError {
     /// Exit code.
@@ -52,10 +55,47 @@ fn fail<T>(code: i32, msg: impl Into<String>) -> Result<T, CtlError> {
     Err(CtlError { code, msg: msg.into() })
 }
 
+/// The subcommands.
+const COMMANDS: [&str; 2] = ["status", "set"];
+
 /// Whether argv names a subcommand (`boundfs status …`, `boundfs set …`).
 /// A backing directory called `status` or `set` is given as `./status`.
 pub fn subcommand(argv: &[OsString]) -> Option<&str> {
-    argv.get(1).and_then(|a| a.to_str()).filter(|a| matches!(*a, "status" | "set"))
+    argv.get(1).and_then(|a| a.to_str()).filter(|a| COMMANDS.contains(a))
+}
+
+/// The one-line error when argv's first word reads as a mistyped or
+/// unknown subcommand rather than a backing directory: a bare word (no `/`)
+/// naming nothing that exists, which is close to a subcommand (`statu`,
+/// `stat`, `sett`) or comes without any mount option (`boundfs show
+/// /mnt/kv`). None otherwise (a mount, whose paths are checked later).
+pub fn unknown_subcommand(argv: &[OsString]) -> Option<String> {
+    let word = argv.get(1)?.to_str()?;
+    if word.is_empty() || word.starts_with('-') || word.contains('/') || Path::new(word).symlink_metadata().is_ok() {
+        return None;
+    }
+    let close = COMMANDS
+        .into_iter()
+        .map(|c| (strsim::damerau_levenshtein(word, c), c))
+        .filter(|&(d, c)| d <= 2 && d < c.len())
+        .min()
+        .map(|(_, c)| c);
+    let mounting = argv[2..].iter().any(|a| {
+        let a = a.to_string_lossy();
+        a.starts_with("-o") || a.starts_with("--max-size")
+    });
+    if close.is_none() && mounting {
+        return None;
+    }
+    let hint = match close {
+        Some(c) => format!("did you mean `boundfs {c}`? "),
+        None if word == "help" => "see boundfs --help; ".to_string(),
+        None => String::new(),
+    };
+    Some(format!(
+        "unknown command '{word}'; {hint}commands: status, set (boundfs --help); to mount a backing directory \
+         named {word}, give it as a path: boundfs ./{word} MOUNTPOINT -o max_size=SIZE"
+    ))
 }
 
 /// Reads and parses the status of the mount at `mnt`. Errors (exit 1): not
@@ -94,12 +134,22 @@ pub fn status(args: &StatusArgs) -> Result<(), CtlError> {
     Ok(())
 }
 
-/// `boundfs set`: validates every setting, then applies them and prints the
-/// change. Errors: exit 2 for an unknown key or bad value, 1 when the mount
-/// refuses (EPERM: not root nor the mount's owner).
+/// How long `boundfs set` waits for the eviction it started to settle
+/// before it reports usage as still falling.
+const SETTLE_WAIT: Duration = Duration::from_secs(30);
+/// Eviction has settled once neither usage nor the eviction count changed
+/// for this long (it cannot reach the low watermark: open or non-block files).
+const SETTLE_QUIET: Duration = Duration::from_secs(1);
+
+/// `boundfs set`: validates every setting (a `,` separates settings as in
+/// `-o`), then applies them and prints the change once the eviction it
+/// starts has settled (usage at the low watermark, or no longer falling),
+/// or says eviction is still running after [`SETTLE_WAIT`]. Errors: exit 2
+/// for an unknown key or bad value, 1 when the mount refuses (EPERM: not
+/// root nor the mount's owner), 4 for a dead mount.
 pub fn set(args: &SetArgs) -> Result<(), CtlError> {
     let mut new_max = None;
-    for kv in &args.settings {
+    for kv in args.settings.iter().flat_map(|s| super::cli::split_items(s)).filter(|s| !s.is_empty()) {
         match kv.split_once('=') {
             Some(("max_size", _)) if new_max.is_some() => {
                 return fail(2, "max_size is given twice; give it once");
@@ -111,22 +161,31 @@ pub fn set(args: &SetArgs) -> Result<(), CtlError> {
             Some((k, _)) => {
                 return fail(2, format!("'{k}' cannot be changed live; only max_size can (e.g. max_size=32G)"));
             }
-            None => return fail(2, format!("'{kv}' is not key=value; e.g. max_size=32G")),
+            None => {
+                return fail(2, format!("'{kv}' is not key=value; only max_size can change live (e.g. max_size=32G)"));
+            }
         }
     }
     let Some((text, n)) = new_max else { return Ok(()) };
     let before = read_status(&args.mountpoint)?;
     setxattr(&args.mountpoint, MAX_SIZE_XATTR, text.as_bytes())?;
-    let s = read_status(&args.mountpoint)?;
+    let (s, settled) = settle(&args.mountpoint, &before)?;
     let mut line = format!(
-        "{}: max_size {} -> {} (high watermark {}, low {}); usage {}",
+        "{}: max_size {} -> {} (high watermark {}, low {}); ",
         args.mountpoint.display(),
         bytes(before.max_size),
         bytes(n),
         bytes(s.high_watermark_bytes),
         bytes(s.low_watermark_bytes),
-        bytes(s.usage)
     );
+    let evicted = s.evictions.saturating_sub(before.evictions);
+    if evicted > 0 {
+        line.push_str(&format!(
+            "evicted {evicted} files ({}); ",
+            bytes(s.evicted_bytes.saturating_sub(before.evicted_bytes))
+        ));
+    }
+    line.push_str(&format!("usage {}", bytes(s.usage)));
     // What eviction cannot free: block files held open, files matching no pattern.
     let kept = s.usage.saturating_sub(s.evictable_bytes);
     if s.usage > s.high_watermark_bytes && kept > s.low_watermark_bytes {
@@ -136,11 +195,47 @@ pub fn set(args: &SetArgs) -> Result<(), CtlError> {
             bytes(s.evictable_bytes),
             bytes(kept)
         ));
-    } else if s.usage > s.high_watermark_bytes {
-        line.push_str(": evicting down to the low watermark now");
+    } else if !settled {
+        line.push_str(&format!(
+            ", still evicting down to the low watermark after {}s (see boundfs status)",
+            SETTLE_WAIT.as_secs()
+        ));
     }
     println!("{line}");
     Ok(())
+}
+
+/// Waits until the eviction a new budget started has settled: usage at or
+/// below the low watermark, a sweep ended and usage at or below the high
+/// watermark, or usage and the eviction count unchanged for
+/// [`SETTLE_QUIET`] (nothing more can go); at most [`SETTLE_WAIT`]. Returns
+/// the last status and whether it settled.
+fn settle(mnt: &Path, before: &Status) -> Result<(Status, bool), CtlError> {
+    let deadline = Instant::now() + SETTLE_WAIT;
+    let mut s = read_status(mnt)?;
+    let mut last = ((s.usage, s.evictions), Instant::now());
+    loop {
+        // A sweep runs only above the high watermark; below it nothing is
+        // evicted. A sweep that ended since the change (eviction_sweeps
+        // counts each at its end) evicted down to the low watermark, where
+        // a steady store load may already have pushed usage back up.
+        let started = s.evictions > before.evictions;
+        let swept = s.eviction_sweeps > before.eviction_sweeps;
+        if s.usage <= s.low_watermark_bytes || (s.usage <= s.high_watermark_bytes && (swept || !started)) {
+            return Ok((s, true));
+        }
+        if last.1.elapsed() >= SETTLE_QUIET {
+            return Ok((s, true));
+        }
+        if Instant::now() >= deadline {
+            return Ok((s, false));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        s = read_status(mnt)?;
+        if (s.usage, s.evictions) != last.0 {
+            last = ((s.usage, s.evictions), Instant::now());
+        }
+    }
 }
 
 fn cpath(p: &Path) -> Result<CString, CtlError> {
@@ -154,10 +249,17 @@ fn explain(mnt: &Path, e: std::io::Error, writing: bool) -> CtlError {
         Some(libc::ENODATA) | Some(libc::EOPNOTSUPP) => {
             format!("{m} is not a boundfs mount (no {STATS_XATTR}); give the mountpoint itself, see /proc/mounts")
         }
-        Some(libc::ENOTCONN) => format!(
-            "{m}: transport endpoint is not connected (the daemon died); detach with `umount -l {m}` and mount again"
-        ),
-        Some(libc::ENOENT) => format!("{m} does not exist"),
+        Some(libc::ENOTCONN) => {
+            let msg = format!(
+                "{m}: transport endpoint is not connected (the daemon died); detach with `umount -l {m}` and mount \
+                 again"
+            );
+            return CtlError { code: Exit::DeadMount.code(), msg };
+        }
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) => {
+            let msg = format!("{m} does not exist; give the mountpoint of a boundfs mount (grep boundfs /proc/mounts)");
+            return CtlError { code: Exit::BadInput.code(), msg };
+        }
         Some(libc::EPERM) | Some(libc::EACCES) if writing => {
             format!("{m}: not permitted; only root or the user who mounted it may change it")
         }
@@ -199,4 +301,31 @@ fn setxattr(mnt: &Path, name: &str, value: &[u8]) -> Result<(), CtlError> {
         return Err(explain(mnt, std::io::Error::last_os_error(), true));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unknown(args: &[&str]) -> Option<String> {
+        let mut argv = vec![OsString::from("boundfs")];
+        argv.extend(args.iter().map(OsString::from));
+        unknown_subcommand(&argv)
+    }
+
+    #[test]
+    fn a_mistyped_or_unknown_subcommand_is_named() {
+        let m = unknown(&["statu", "/mnt/kv"]).unwrap();
+        assert!(m.starts_with("unknown command 'statu'; did you mean `boundfs status`?"), "{m}");
+        assert!(unknown(&["sett", "/mnt/kv", "max_size=1G"]).unwrap().contains("`boundfs set`"));
+        assert!(unknown(&["show", "/mnt/kv"]).unwrap().starts_with("unknown command 'show'; commands"));
+        // a mount: a path, an option, or a bare word far from any command with mount options
+        assert_eq!(unknown(&["/data/kv", "/mnt/kv"]), None);
+        assert_eq!(unknown(&["-f", "kv", "/mnt/kv"]), None);
+        assert_eq!(unknown(&["kv", "/mnt/kv", "-o", "max_size=1G"]), None);
+        assert_eq!(unknown(&["./statu", "/mnt/kv"]), None);
+        assert_eq!(unknown(&[]), None);
+        // close to a command, even with mount options: named
+        assert!(unknown(&["stauts", "/mnt/kv", "-o", "max_size=1G"]).is_some());
+    }
 }

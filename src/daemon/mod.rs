@@ -11,6 +11,7 @@ pub mod cli;
 pub mod ctl;
 pub mod daemonize;
 pub mod metrics;
+pub mod mount_error;
 pub mod mount_helper;
 pub mod sdnotify;
 
@@ -114,7 +115,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     let mut session = if unsafe { libc::geteuid() } == 0 {
         // As root, mount(2) directly so the type reads fuse.boundfs in
         // /proc/mounts, as mount(8) and fstab expect.
-        let fd = mount_kernel(opts).map_err(|e| format!("mount at {} failed: {e}", opts.mountpoint.display()))?;
+        let fd = mount_kernel(opts)?;
         fuser::Session::from_fd(fs, fd, cfg.acl, cfg)
     } else {
         cfg.mount_options = vec![
@@ -129,16 +130,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         cfg.mount_options.extend(opts.atime.words().into_iter().map(|w| MountOption::CUSTOM(w.into())));
         fuser::Session::new(fs, &opts.mountpoint, &cfg)
     }
-    // fusermount3's message ends with a newline: keep the error one line.
-    .map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied && unsafe { libc::geteuid() } != 0 {
-            " (not root: /dev/fuse must be readable and writable by this user, mode 0666 as most \
-             distributions ship it, and fusermount3 installed setuid root)"
-        } else {
-            ""
-        };
-        format!("mount at {} failed: {}{hint}", opts.mountpoint.display(), e.to_string().trim_end())
-    })?;
+    .map_err(|e| mount_error::user(opts, &e))?;
     core.invalidator().set_notifier(session.notifier());
     let mut unmounter = session.unmount_callable();
 
@@ -340,11 +332,12 @@ fn cpath(p: &std::path::Path) -> Result<std::ffi::CString, std::io::Error> {
 /// mount(2) of type `fuse.boundfs` with BACKING as the source; returns the
 /// /dev/fuse fd to serve. Options follow the kernel's fuse mount parameters
 /// (Documentation/filesystems/fuse.rst): fd, rootmode, user_id, group_id.
-fn mount_kernel(opts: &Options) -> std::io::Result<std::os::fd::OwnedFd> {
+/// Errors: one line naming the cause and the fix ([`mount_error`]).
+fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, String> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     let dev = unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
     if dev < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(mount_error::dev_fuse(opts, &std::io::Error::last_os_error()));
     }
     let dev = unsafe { OwnedFd::from_raw_fd(dev) };
     let data = format!(
@@ -354,7 +347,9 @@ fn mount_kernel(opts: &Options) -> std::io::Result<std::os::fd::OwnedFd> {
         unsafe { libc::getegid() },
         if opts.allow_other { ",allow_other" } else { "" }
     );
-    let (src, target, data) = (cpath(&opts.backing)?, cpath(&opts.mountpoint)?, std::ffi::CString::new(data)?);
+    let bad = |e: std::io::Error| mount_error::kernel(opts, &e);
+    let (src, target) = (cpath(&opts.backing).map_err(bad)?, cpath(&opts.mountpoint).map_err(bad)?);
+    let data = std::ffi::CString::new(data).map_err(|e| bad(e.into()))?;
     let mut flags = libc::MS_NOSUID | libc::MS_NODEV | opts.atime.mount_flags();
     if opts.noexec {
         flags |= libc::MS_NOEXEC;
@@ -362,7 +357,7 @@ fn mount_kernel(opts: &Options) -> std::io::Result<std::os::fd::OwnedFd> {
     let r =
         unsafe { libc::mount(src.as_ptr(), target.as_ptr(), c"fuse.boundfs".as_ptr(), flags, data.as_ptr().cast()) };
     if r != 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(mount_error::kernel(opts, &std::io::Error::last_os_error()));
     }
     Ok(dev)
 }

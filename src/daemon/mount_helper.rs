@@ -78,7 +78,7 @@ pub fn translate(args: &[OsString]) -> Result<HelperCall, String> {
         Some(rest) => unsafe { OsString::from_encoded_bytes_unchecked(rest.to_vec()) },
         None => source,
     };
-    let mut items: Vec<String> = opts.iter().flat_map(|o| o.split(',')).map(str::to_string).collect();
+    let mut items: Vec<String> = opts.iter().flat_map(|o| cli::split_items(o)).map(str::to_string).collect();
     if sloppy {
         items.retain(|i| cli::known_option(i));
     }

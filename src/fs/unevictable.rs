@@ -33,6 +33,11 @@ pub const HINT_MIN_FILES: u64 = 10;
 /// while usage stays above the high watermark.
 pub const RECOUNT_EVERY: Duration = Duration::from_secs(2);
 
+/// How often, at most, the warning's list of the biggest non-block files is
+/// refreshed by a walk of BACKING while the episode lasts (its amounts are
+/// refreshed at every recount, [`RECOUNT_EVERY`]).
+pub const REWALK_EVERY: Duration = Duration::from_secs(30);
+
 /// How many of the biggest non-block files the warning names.
 const BIGGEST: usize = 3;
 
@@ -53,6 +58,9 @@ struct State {
     /// watermark (bytes) it names: `boundfs set` changes it, and the warning.
     nonblock_warning: String,
     warned_high: u64,
+    /// What the last walk found (the biggest files, the directories), named
+    /// in the warning, and when it was made: refreshed with the amount.
+    walked: Option<(String, Instant)>,
     /// Regular files written since mount, and those matching no pattern.
     written: u64,
     unmatched: u64,
@@ -74,8 +82,9 @@ impl Unevictable {
     /// background evictor must evict only what `max_size` needs. Cheap unless
     /// usage not evictable now (non-block, open or linked twice) is above the
     /// high watermark; then non-block bytes are recounted (O(index), at most
-    /// every [`RECOUNT_EVERY`]). Warns once per episode, and again
-    /// when the high watermark changes (`boundfs set`).
+    /// every [`RECOUNT_EVERY`]). Logs a warning once per episode, and again
+    /// when the high watermark changes (`boundfs set`); the status warning
+    /// carries the live amount (as of the last recount).
     pub fn over_high(&self, core: &Core) -> bool {
         let high = core.policy().high_bytes();
         let unevictable = {
@@ -94,29 +103,44 @@ impl Unevictable {
             self.state.lock().nonblock_warning.clear();
             return false;
         }
-        let stale = { self.state.lock().warned_high != high };
-        if self.state.lock().nonblock_warning.is_empty() || stale {
+        let (new_episode, walk_due) = {
+            let s = self.state.lock();
+            let new = s.nonblock_warning.is_empty() || s.warned_high != high;
+            (new, new || s.walked.as_ref().is_none_or(|(_, t)| t.elapsed() >= REWALK_EVERY))
+        };
+        // The biggest files come from a walk of BACKING: made when the
+        // episode starts or the high watermark changes, then at most every
+        // REWALK_EVERY; the amounts are the live ones at every recount.
+        if walk_due {
             let found = biggest_nonblock(core, BIGGEST);
             let names: Vec<String> =
                 found.biggest.iter().map(|(p, n)| format!("{} ({})", p.display(), crate::status::bytes(*n))).collect();
-            let mut s = self.state.lock();
-            let msg = format!(
-                "{} of files that match no pattern ({}) and directories is above the high watermark ({}): \
-                 eviction frees only what max_size needs; biggest files: {}{}. Remove them, raise max_size, or \
-                 add their pattern (-o pattern=...)",
-                crate::status::bytes(nonblock),
-                Self::patterns(&s),
-                crate::status::bytes(high),
+            let what = format!(
+                "{}{}",
                 if names.is_empty() { "none".to_string() } else { names.join(", ") },
                 match found.dirs {
                     0 => String::new(),
                     n => format!("; {n} directories take {}", crate::status::bytes(found.dir_bytes)),
                 },
             );
-            log::warn!("{msg}");
-            s.nonblock_warning = msg;
-            s.warned_high = high;
+            self.state.lock().walked = Some((what, Instant::now()));
         }
+        let mut s = self.state.lock();
+        let what = s.walked.as_ref().map_or("none", |(w, _)| w.as_str());
+        let msg = format!(
+            "{} of files that match no pattern ({}) and directories is above the high watermark ({}): \
+             eviction frees only what max_size needs; biggest files: {what}. Remove them, raise max_size, or \
+             add their pattern (-o pattern=...)",
+            crate::status::bytes(nonblock),
+            Self::patterns(&s),
+            crate::status::bytes(high),
+        );
+        if new_episode {
+            // Logged once per episode (and per high watermark), not at every recount.
+            log::warn!("{msg}");
+        }
+        s.nonblock_warning = msg;
+        s.warned_high = high;
         true
     }
 

@@ -121,11 +121,16 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             excess = measure();
         }
         let took = t0.elapsed();
-        Stats::add(&st.eviction_sweeps, 1);
-        Stats::add(&st.eviction_sweep_micros, took.as_micros().min(u64::MAX as u128) as u64);
         let after = counters.map(Stats::get);
         let [files, bytes, skipped, open] = [0, 1, 2, 3].map(|i| after[i].saturating_sub(before[i]));
-        sweeps.add([1, files, bytes, open, skipped.saturating_sub(open)], took.as_secs_f64());
+        // A sweep is a pass that evicted: above the high watermark with
+        // nothing evictable (all open, all non-block) the evictor wakes
+        // every second and finds nothing, which is no sweep. Counted once
+        // its files are, so a reader never sees a sweep without them.
+        let evicted = u64::from(files > 0);
+        Stats::add(&st.eviction_sweeps, evicted);
+        Stats::add(&st.eviction_sweep_micros, took.as_micros().min(u64::MAX as u128) as u64);
+        sweeps.add([evicted, files, bytes, open, skipped.saturating_sub(open)], took.as_secs_f64());
         sweeps.flush(&core);
     }
 }

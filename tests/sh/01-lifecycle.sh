@@ -10,7 +10,7 @@ t=$(bfs_fstype "$MNT")
 echo hi > "$MNT/f" && assert_eq hi "$(cat "$BACKING/f")" "write through mount"
 # a second mount on the same mountpoint is refused in one line, nothing stacked
 out=$("$BOUNDFS" -f "$BACKING" "$MNT" -o max_size=8M 2>&1); rc=$?
-assert_eq 2 "$rc" "exit status of a second mount on $MNT ($out)"
+assert_eq 3 "$rc" "exit status of a second mount on $MNT (already served: 3) ($out)"
 assert_eq 1 "$(printf '%s\n' "$out" | wc -l)" "one-line error: $out"
 [[ $out == *"already a boundfs mount"*"umount $MNT"* ]] || fail "the error should say how to unmount: $out"
 assert_eq 1 "$(bfs_count_mounts "$MNT")" "mounts on $MNT after the refused second mount"

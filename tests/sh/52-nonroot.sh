@@ -75,6 +75,9 @@ else
     log "allow_other as non-root without user_allow_other: exit $rc: $last"
     assert_eq 1 "$rc" "exit status of a refused mount"
     [[ $last == "boundfs: error: "*user_allow_other* ]] || fail "the refusal does not end with a one-line error naming user_allow_other"
+    # fusermount3's reason, then the fix; not a hint about /dev/fuse, which is usable here
+    [[ $last == *"add the line user_allow_other to /etc/fuse.conf"* ]] || fail "the refusal does not say how to allow it: $last"
+    [[ $last != *"/dev/fuse"* ]] || fail "the refusal blames /dev/fuse, which this user can open: $last"
     ! bfs_is_mounted "$MNT" || fail "mounted although refused"
 fi
 log PASS

@@ -19,6 +19,22 @@ fi
 [ -n "${BFS_IN_MNTNS:-}" ] || skip "needs unshare(1) for a private mount namespace"
 command -v mount >/dev/null || skip "mount(8) is absent"
 
+# ---- without the helper, mount(8) fails with a message README's
+# Troubleshooting names (fuse3's generic mount.fuse, when installed, says
+# "boundfs: not found"; without it mount(8) says "unknown filesystem type")
+if [ ! -e /sbin/mount.fuse.boundfs ]; then
+    msg=$(timeout 10 mount -t fuse.boundfs "$BACKING" "$MNT" -o max_size=8M 2>&1); rc=$?
+    log "without the helper: exit $rc: $msg"
+    ! bfs_is_mounted "$MNT" || fail "mounted without the helper"
+    case "$msg" in
+        *"boundfs: not found"*) key="boundfs: not found" ;;
+        *"unknown filesystem type 'fuse.boundfs'"*) key="unknown filesystem type 'fuse.boundfs'" ;;
+        *) key=$msg ;;
+    esac
+    sed -n '/^## Troubleshooting/,/^## /p' "$BFS_REPO/README.md" | grep -qF -- "$key" ||
+        fail_later "README's Troubleshooting does not explain what mount(8) says without the helper: $msg"
+fi
+
 SBIN=$(readlink -f /sbin)
 extra="$BFS_TMP/sbin-extra"; mkdir "$extra"
 ln -s "$BOUNDFS" "$extra/mount.fuse.boundfs"
@@ -73,6 +89,13 @@ assert_ne 0 "$rc" "mount with a bad max_size"
 grep -q "max_size: 'lots' is not a size" "$err" || fail "bad max_size: stderr lacks the reason: $(cat "$err")"
 ! bfs_is_mounted "$MNT" || fail "mounted despite a bad max_size"
 log "bad options via mount(8): $(head -n 1 "$err")"
+
+# ---- a glob with braces in an fstab-style option list stays one pattern
+bfs_run_reaped mount -t fuse.boundfs -o 'max_size=16M,pattern=*.{bin,pt}' "$BACKING" "$MNT"
+assert_eq 0 "$BFS_CMD_RC" "mount -o pattern=*.{bin,pt} ($(cat "$BFS_LOG"))"
+echo x >"$MNT/b.pt"
+poll_until 5 "b.pt counted as a block file (pattern=*.{bin,pt})" test "$(stats_field block_files)" = 2
+umount "$MNT"; bfs_expect_daemon_exit 0 "after umount (braces)"
 
 # ---- -f (fake) checks and mounts nothing; -s (sloppy) drops unknown options
 mount -f -t fuse.boundfs -o max_size=64M "$BACKING" "$MNT" || fail "mount -f"

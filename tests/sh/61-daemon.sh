@@ -165,4 +165,44 @@ read -r -t 20 -u "$nfd" line || fail "no STOPPING=1 notification"
 assert_eq STOPPING=1 "$line" "notification at shutdown"
 bfs_expect_exit 0 "after SIGTERM (NOTIFY_SOCKET)"
 log "NOTIFY_SOCKET: READY=1 once live, STOPPING=1, exit 0"
+
+# ---- README's wait-for-exit recipe, in a container whose PID 1 never reaps:
+# a PID namespace whose init (python) waits only for its own child, so the
+# detached daemon, reparented to it, stays a zombie once it exits. The
+# recipe must return once the daemon is gone, and BACKING's own filesystem
+# then unmounts (the daemon has closed it).
+if unshare --pid --fork --mount-proc true 2>/dev/null; then
+    recipe=$($PY -c 'import re,sys; m=re.search(r"`(umount /mnt/kv && [^`]*)`", open(sys.argv[1]).read()); print(m.group(1) if m else "")' "$BFS_REPO/README.md")
+    [ -n "$recipe" ] || fail "README has no wait-for-exit recipe (\`umount /mnt/kv && ...\`)"
+    log "README's recipe: $recipe"
+    out=$(FS="$BFS_TMP/fs" RECIPE="$recipe" BOUNDFS="$BOUNDFS" MNT="$MNT" PY="$PY" \
+        timeout 60 unshare --pid --fork --mount-proc "$PY" -c '
+import subprocess, sys
+script = r"""
+set -u
+mkdir -p "$FS" && mount -t tmpfs -o size=64m tmpfs "$FS" && mkdir "$FS/kv" || exit 10
+"$BOUNDFS" "$FS/kv" "$MNT" -o max_size=8M || exit 11
+pid=$("$BOUNDFS" status "$MNT" --json | "$PY" -c "import json,sys; print(json.load(sys.stdin)[\"pid\"])") || exit 12
+echo x >"$MNT/a.bin"
+cmd=$(printf "%s" "$RECIPE" | sed -e "s|/mnt/kv|$MNT|g" -e "s/PID/$pid/g")
+t0=$(date +%s%N)
+timeout 10 sh -c "$cmd"; rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+state=$(sed -n "s/^State:[[:space:]]*//p" /proc/$pid/status 2>/dev/null)
+echo "recipe exit $rc after $ms ms; daemon state now: ${state:-gone}"
+[ "$rc" -eq 0 ] || exit 13
+umount "$FS" || exit 14
+"""
+sys.exit(subprocess.run(["bash", "-c", script]).returncode)
+' 2>&1); rc=$?
+    log "$out"
+    case $rc in
+        0) ;;
+        13) fail "README's wait-for-exit recipe did not return within 10 s under a PID 1 that never reaps: $out" ;;
+        14) fail "BACKING's filesystem was still busy when README's recipe returned: $out" ;;
+        *) fail "the wait-for-exit check failed to set up (exit $rc): $out" ;;
+    esac
+else
+    log "unshare --pid is not available: README's wait-for-exit recipe is not checked in a container"
+fi
 bfs_done

@@ -102,6 +102,11 @@ NEW=$((40 * MiB)); LOW=$((NEW * 80 / 100)); HIGH=$((NEW * 90 / 100))
 assert_ge "$u0" "$HIGH" "usage before the shrink is above the new high watermark"
 out=$("$BOUNDFS" set "$MNT" max_size=40M) || fail "boundfs set max_size=40M"
 log "$out"
+# it reports usage once its own eviction has settled, not a reading taken while it runs
+said=$($PY -c 'import re,sys; m=re.findall(r"usage ([0-9.]+) MiB", sys.argv[1]); print(int(float(m[-1]) * 1048576) if m else -1)' "$out")
+assert_le 0 "$said" "boundfs set names the usage ($out)"
+assert_le "$said" $((LOW + 64 * 1024)) "the usage boundfs set reports is past its eviction (low watermark $LOW): $out"
+grep -q "evicted [0-9]* files" <<<"$out" || fail "boundfs set does not say what its eviction removed: $out"
 assert_eq "$NEW" "$(stats_field max_size)" "max_size after set"
 assert_eq "$HIGH" "$(stats_field high_watermark_bytes)" "high watermark keeps its fraction"
 assert_eq "$LOW" "$(stats_field low_watermark_bytes)" "low watermark keeps its fraction"
@@ -131,5 +136,21 @@ warned() { stats_field nonblock_warning | grep -qF "above the high watermark ($1
 poll_until 10 "a WARNING naming the high watermark of max_size=4M" warned "3.6 MiB"
 "$BOUNDFS" set "$MNT" max_size=5M >/dev/null || fail "boundfs set max_size=5M"
 poll_until 10 "the WARNING naming the new high watermark (4.5 MiB) after set max_size=5M" warned "4.5 MiB"
+# the WARNING's amount is the live one: shrinking the non-block file shows in it
+amount() { stats_field nonblock_warning | $PY -c 'import re,sys; m=re.match(r"([0-9.]+) MiB of files", sys.stdin.read()); print(int(float(m.group(1)) * 1048576) if m else -1)'; }
+a0=$(amount)
+assert_ge "$a0" $((6 * MiB)) "the WARNING's amount with a 6 MiB non-block file"
+truncate -s 5M "$MNT/notes.dat" || fail "truncate notes.dat"
+smaller() { [ "$(amount)" -le $((a0 - 900 * 1024)) ]; }
+poll_until 10 "the WARNING's amount following the non-block file from 6 to 5 MiB (was $a0)" smaller
+log "WARNING: $(stats_field nonblock_warning | cut -c1-100)..."
+
+# ---- eviction_sweeps counts passes that evicted: above the high watermark
+# with nothing evictable the evictor wakes every second and evicts nothing
+sw=$(stats_field eviction_sweeps); ev=$(stats_field evictions)
+sleep 3
+assert_eq "$ev" "$(stats_field evictions)" "evictions while nothing is evictable"
+assert_eq "$sw" "$(stats_field eviction_sweeps)" "eviction_sweeps over 3 s in which nothing was evicted"
+assert_le "$sw" "$ev" "eviction_sweeps (each evicted at least one file) against evictions"
 bfs_unmount
 bfs_done

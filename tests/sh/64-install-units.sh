@@ -49,6 +49,17 @@ grep -qx 'AssertPathExists=/etc/boundfs/%i.conf' "$BFS_REPO/mount/boundfs@.servi
     fail "boundfs@.service does not assert that /etc/boundfs/%i.conf exists"
 grep -q '^Condition' "$BFS_REPO/mount/boundfs@.service" && fail "boundfs@.service skips silently on a Condition"
 
+# ---- the example config mounts as shipped: boundfs@.service's ExecStart with
+# its OPTIONS (its BACKING and MOUNTPOINT replaced by this test's directories)
+conf="$BFS_REPO/mount/boundfs.conf.example"
+opts=$(. "$conf" && printf '%s' "$OPTIONS") || fail "cannot read OPTIONS from $conf"
+[ -n "$opts" ] || fail "$conf sets no OPTIONS"
+exec_start=$(sed -n 's/^ExecStart=//p' "$BFS_REPO/mount/boundfs@.service")
+[[ $exec_start == *'-f ${BACKING} ${MOUNTPOINT} -o ${OPTIONS}'* ]] || fail "the unit's ExecStart no longer passes OPTIONS as -o: $exec_start"
+bfs_mount "$opts"
+log "the example config's OPTIONS mount: $opts"
+bfs_unmount
+
 # ---- systemd-analyze verify
 command -v systemd-analyze >/dev/null || skip "systemd-analyze is absent (install.sh checks passed)"
 U="$BFS_TMP/units"; mkdir "$U"

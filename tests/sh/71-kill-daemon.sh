@@ -45,7 +45,7 @@ assert_le "$ms" 2000 "ms for a stat on the dead mount to fail"
 bfs_wait_exit "$BFS_DPID" 5 || fail "killed daemon did not go"; BFS_DPID=""
 # mounting again on the dead mount is refused with the command that fixes it
 out=$("$BOUNDFS" -f "$BACKING" "$MNT" -o max_size=8M 2>&1); rc=$?
-assert_eq 2 "$rc" "exit status of a mount on the dead mount ($out)"
+assert_eq 4 "$rc" "exit status of a mount on the dead mount (a dead mount in the way: 4) ($out)"
 [[ $out == *"umount -l $MNT"* ]] || fail "the error should name umount -l: $out"
 umount -l "$MNT" || fail "umount -l of the dead mount"
 

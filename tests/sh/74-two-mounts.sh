@@ -23,7 +23,7 @@ refused() {
         timeout 10 "$BOUNDFS" $fg "$b" "$MNT2" -o "$OPTS" >"$BFS_TMP/out" 2>"$BFS_TMP/err" </dev/null
         rc=$?
         lines=$(grep -c '' "$BFS_TMP/err")
-        [ "$rc" -eq 1 ] || fail "$what ${fg:-(daemon mode)}: exit $rc, want 1: $(cat "$BFS_TMP/err")"
+        [ "$rc" -eq 3 ] || fail "$what ${fg:-(daemon mode)}: exit $rc, want 3 (already served): $(cat "$BFS_TMP/err")"
         [ "$lines" -eq 1 ] || fail "$what ${fg:-(daemon mode)}: $lines lines on stderr, want 1: $(cat "$BFS_TMP/err")"
         grep -q "mounted at $MNT" "$BFS_TMP/err" || fail "$what: the refusal does not name $MNT: $(cat "$BFS_TMP/err")"
         ! bfs_is_mounted "$MNT2" || fail "$what: mounted at $MNT2 although refused"
@@ -39,7 +39,7 @@ if command -v unshare >/dev/null; then
     unshare -m --propagation private sh -c 'umount -l "$1" && exec "$2" -f "$3" "$4" -o "$5"' \
         sh "$MNT" "$BOUNDFS" "$BACKING" "$MNT2" "$OPTS" >"$BFS_TMP/out" 2>"$BFS_TMP/err" </dev/null
     rc=$?
-    assert_eq 1 "$rc" "exit status in another mount namespace ($(cat "$BFS_TMP/err"))"
+    assert_eq 3 "$rc" "exit status (already served) in another mount namespace ($(cat "$BFS_TMP/err"))"
     grep -q "already served by a live boundfs mounted elsewhere" "$BFS_TMP/err" || fail "flock refusal: $(cat "$BFS_TMP/err")"
     # the mount is not visible there: the refusal names the daemon to stop
     grep -q "its daemon is pid $BFS_DPID: unmount it, or stop it (kill -TERM $BFS_DPID;" "$BFS_TMP/err" ||
