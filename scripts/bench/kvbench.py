@@ -28,7 +28,7 @@ Commands
   mkflat DIR N      N empty files in one flat directory.
   readdir DIR       os.scandir full listing (names + d_type, no stat).
   path ROOT I       prints the path of block I.   stats MNT   boundfs status JSON.
-  metric FILE EXPR  evaluates EXPR over the last JSON line of FILE.
+  metric FILE EXPR...  evaluates each EXPR over the last JSON line of FILE.
 """
 
 import argparse
@@ -421,12 +421,19 @@ def cmd_fiobw(a):
 
 
 def cmd_metric(a):
-    """Evaluates EXPR over the last JSON line of FILE (fields as names)."""
+    """Evaluates each EXPR over the last JSON line of FILE (fields as names),
+    one value a line; an expression that fails prints None."""
     with open(a.file) as f:
         lines = [l for l in f.read().splitlines() if l.startswith("{")]
     d = json.loads(lines[-1])
-    v = eval(a.expr, {"__builtins__": {}}, d)  # our own expressions only
-    print(f"{v:.6g}" if isinstance(v, float) else v)
+    for expr in a.expr:
+        try:
+            v = eval(expr, {"__builtins__": {}}, d)  # our own expressions only
+        except (KeyError, TypeError, ZeroDivisionError, NameError):
+            if len(a.expr) == 1:
+                raise
+            v = None
+        print(f"{v:.6g}" if isinstance(v, float) else v)
 
 
 def cmd_probe(a):
@@ -506,7 +513,7 @@ def main():
     s.set_defaults(fn=cmd_fiobw)
     s = sub.add_parser("metric")
     s.add_argument("file")
-    s.add_argument("expr")
+    s.add_argument("expr", nargs="+")
     s.set_defaults(fn=cmd_metric)
     blocks_cmd("probe", cmd_probe).add_argument("--again", action="store_true", help="time a second pass")
     s = sub.add_parser("mkflat")

@@ -44,7 +44,8 @@ the blocks held at the end, evictions and peak bytes counted.
                          from two boundfs status JSONs taken around a run
                          and the run's JSON line: FUSE requests per stored
                          block (all requests of the run / blocks stored),
-                         daemon syscalls per FUSE request; fails when usage
+                         daemon syscalls per FUSE request and per stored
+                         block; fails when usage
                          went over MAX bytes + 1 MiB
   trace.py loadpass BACKING MNT N
                          loads (O_DIRECT, bytes checked) N block files of
@@ -273,7 +274,7 @@ def cmd_requests(a):
     if after["usage"] > a.max + (1 << 20):
         sys.exit(f"usage {after['usage']} > max_size {a.max} + 1 MiB")
     if "requests" not in after:
-        print(json.dumps({"per_store": None, "syscalls_per_request": None}))
+        print(json.dumps({"per_store": None, "syscalls_per_request": None, "syscalls_per_store": None}))
         return
     reqs = total_requests(after) - total_requests(before)
     calls = after.get("syscalls", 0) - before.get("syscalls", 0)
@@ -281,6 +282,7 @@ def cmd_requests(a):
         "requests": reqs,
         "per_store": round(reqs / run["stores"], 3) if run["stores"] else None,
         "syscalls_per_request": round(calls / reqs, 3) if reqs else None,
+        "syscalls_per_store": round(calls / run["stores"], 3) if run["stores"] else None,
         "by_opcode": {
             k: v - before.get("requests", {}).get(k, 0)
             for k, v in sorted(after["requests"].items())
