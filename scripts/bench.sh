@@ -318,101 +318,6 @@ mkdir -p "$WORK/pre/b2" "$WORK/pre/m2"
 fs_start boundfs "$WORK/pre/b2" "$WORK/pre/m2" 64M || die "boundfs does not mount (log in $LOGS)"
 fs_stop
 
-# ------------------------------------------------------------------ datasets (untimed)
-note "setup: $N x 2 MiB blocks (load set), $PROBE_N probe files, $FLAT_N flat files, $FILES restart files in $WORK"
-LOADSET="$WORK/loadset" PROBESET="$WORK/probeset" FLATSET="$WORK/flatset" MANYSET="$WORK/manyset"
-if want load; then
-    "$PY" "$KV" store "$LOADSET" "$N" --seed load --threads "$THREADS" >"$LOGS/setup-load.json" || die "load set"
-fi
-if want probe; then
-    "$PY" "$KV" mkfiles "$PROBESET" "$PROBE_N" --seed probe >"$LOGS/setup-probe.json" || die "probe set"
-fi
-if want readdir; then
-    "$PY" "$KV" mkflat "$FLATSET" "$FLAT_N" >"$LOGS/setup-flat.json" || die "flat set"
-fi
-if want restart; then
-    "$PY" "$KV" mkfiles "$MANYSET" "$FILES" --seed many --layout h3 >"$LOGS/setup-many.json" || die "restart set"
-    MANY_PROBE=$("$PY" "$KV" path "$MANYSET" 0 --seed many --layout h3)
-    MANY_PROBE_REL=${MANY_PROBE#"$MANYSET"/}
-fi
-sync
-note "setup done"
-
-# warm the backing page cache for the load set (buffered read, native)
-warm() { "$PY" "$KV" load "$LOADSET" "$N" --seed load --threads "$THREADS" >/dev/null; }
-
-# ------------------------------------------------------------------ a. store
-# (and the page cache each store grew: its O_DIRECT writes should add none)
-want store && cg_enter
-want store && for ((r = 1; r <= REPS; r++)); do
-    note "a. store, rep $r/$REPS"
-    for sys in "${SYSTEMS[@]}"; do
-        d="$WORK/store-$sys-$r"; mkdir -p "$d/b"
-        target "$sys" "$d/b" "$d/m" || { bad store "$sys" mount; continue; }
-        c0=$([[ -n $CG ]] && cg_cache)
-        run_driver store "$sys" "$d/out.json" 'bytes/1048576/seconds' -- \
-            "$PY" "$KV" store "$T" "$N" --seed "store$r" --threads "$THREADS" &&
-            [[ $(metric "$d/out.json" direct) == False ]] && FALLBACK[store,$sys]=1
-        if [[ -n $CG && -s $d/out.json ]]; then
-            add store_pcache "$sys" "$(awk -v a="$c0" -v b="$(cg_cache)" 'BEGIN { printf "%.1f", (b - a) / 1048576 }')"
-        fi
-        cp "$d/out.json" "$LOGS/store-$sys-$r.json" 2>/dev/null
-        [[ $sys == native ]] || fs_stop
-        sync; rm -rf "$d"
-    done
-done
-
-want store && cg_leave
-
-# ------------------------------------------------------------------ b./c. load
-want load && warm
-# b./c.: fresh mount, entries cold (warm_entries=0: the load starts at once);
-# b. after a restart: fresh mount, loaded once boundfs has warmed the
-# kernel's entries of its most recent blocks (as an engine restarting
-# reloads them some seconds after the mount).
-want load && for mode in buffered direct restart; do
-    wl=load; flag=()
-    [[ $mode == direct ]] && { wl=load_direct; flag=(--direct); }
-    [[ $mode == restart ]] && wl=load_restart
-    for ((r = 1; r <= REPS; r++)); do
-        note "$([[ $mode == direct ]] && echo 'c. load O_DIRECT' || echo "b. load ($mode)"), rep $r/$REPS"
-        for sys in "${SYSTEMS[@]}"; do
-            extra=warm_entries=0; [[ $mode == restart ]] && extra=""
-            BOUNDFS_EXTRA=$extra target "$sys" "$LOADSET" "$WORK/mnt-$sys" || { bad $wl "$sys" mount; continue; }
-            [[ $mode == restart && $sys == boundfs ]] && { warmed || bad $wl "$sys" "not warmed"; }
-            run_driver $wl "$sys" "$LOGS/$wl-$sys-$r.json" 'bytes/1048576/seconds' -- \
-                "$PY" "$KV" load "$T" "$N" --seed load --threads "$THREADS" "${flag[@]}"
-            [[ $sys == native ]] || fs_stop
-        done
-    done
-done
-
-# ------------------------------------------------------------------ d. probe
-want probe && for ((r = 1; r <= REPS; r++)); do
-    note "d. probe, rep $r/$REPS"
-    for sys in "${SYSTEMS[@]}"; do
-        target "$sys" "$PROBESET" "$WORK/mnt-$sys" || { bad probe "$sys" mount; continue; }
-        run_driver probe "$sys" "$LOGS/probe-$sys-$r.json" 'ops/seconds' -- \
-            "$PY" "$KV" probe "$T" "$PROBE_N" --seed probe
-        [[ $sys == native ]] || fs_stop
-        target "$sys" "$PROBESET" "$WORK/mnt-$sys" || { bad probe_again "$sys" mount; continue; }
-        run_driver probe_again "$sys" "$LOGS/probe-again-$sys-$r.json" 'ops/seconds' -- \
-            "$PY" "$KV" probe "$T" "$PROBE_N" --seed probe --again
-        [[ $sys == native ]] || fs_stop
-    done
-done
-
-# ------------------------------------------------------------------ e. readdir
-want readdir && for ((r = 1; r <= REPS; r++)); do
-    note "e. readdir, rep $r/$REPS"
-    for sys in "${SYSTEMS[@]}"; do
-        target "$sys" "$FLATSET" "$WORK/mnt-$sys" || { bad readdir "$sys" mount; continue; }
-        run_driver readdir "$sys" "$LOGS/readdir-$sys-$r.json" 'ops/seconds' -- \
-            "$PY" "$KV" readdir "$T" --expect "$FLAT_N"
-        [[ $sys == native ]] || fs_stop
-    done
-done
-
 # ------------------------------------------------------------------ bounded rows: helpers
 # The bounded rows run each workload twice per backing and repetition, in
 # turn: "lru" is the load generator on a plain directory keeping it within
@@ -461,150 +366,6 @@ du_ok() {
     local du_b; du_b=$(du -s --block-size=1 "$3" | cut -f1)
     ((du_b <= $4 + MiB + 4096)) || bad "$1" "$2" "du of the directory $du_b B > max_size $4 B"
 }
-
-# ------------------------------------------------------------------ f. stores under eviction
-# Fill to max_size (untimed), then time stores of new 2 MiB blocks, each of
-# which needs room made: boundfs evicts, the native baseline unlinks its own
-# oldest (its LRU adopts the prefill by mtime).
-PREFILL_N=$((EVICT_MAX_M / 2))
-bounded_evict() {   # bounded_evict REP BACKING SYS
-    local r=$1 bk=$2 sys=$3 key="$3:$2" d="$WORK/evict-$3-$2-$1" c0="" c1 ev
-    bk_make "$bk" "$d" $((EVICT_MAX_M + 64)) || { bad evict_store "$key" "tmpfs mount"; rm -rf "$d"; return; }
-    local lru=()
-    if [[ $sys == lru ]]; then
-        T=$d/b lru=(--lru-budget "${EVICT_MAX_M}M")
-    elif fs_start boundfs "$d/b" "$d/m" "${EVICT_MAX_M}M"; then
-        T=$d/m
-    else
-        bad evict_store "$key" mount; bk_drop "$d"; return
-    fi
-    "$PY" "$KV" store "$T" "$PREFILL_N" --seed "pre$r" --threads "$THREADS" "${lru[@]}" >"$d/pre.json" 2>"$d/pre.err"
-    if [[ $sys == boundfs ]]; then "$PY" "$KV" stats "$T" >"$d/before.json"; c0=$(cpu_ticks "$DPID"); fi
-    ((${#lru[@]})) && lru+=(--lru-adopt)
-    if run_driver evict_store "$key" "$d/out.json" 'bytes/1048576/seconds' -- \
-        "$PY" "$KV" store "$T" "$EVICT_STORE_N" --seed "ev$r" --threads "$THREADS" "${lru[@]}"; then
-        [[ $(metric "$d/out.json" direct) == False ]] && FALLBACK[evict_store,$key]=1
-        addm "$key" "$d/out.json" "evict_p50=lat_us['store']['p50']" "evict_p99=lat_us['store']['p99']" \
-            "evict_cpu_client=cpu_s * $GiB / bytes"
-        if [[ $sys == lru ]]; then
-            ev=$(metric "$d/out.json" "lru['evictions'] / seconds") && add evict "$key" "$ev"
-        else
-            c1=$(cpu_ticks "$DPID")
-            add evict_cpu_daemon "$key" "$(per_gib "$c0" "$c1" "$(metric "$d/out.json" bytes)")"
-            "$PY" "$KV" stats "$T" >"$d/after.json"
-            ev=$("$PY" -c '
-import json, sys
-b, a = (json.load(open(p)) for p in sys.argv[1:3])
-run = json.loads(open(sys.argv[3]).read().splitlines()[-1])
-print("%.6g" % ((a["evictions"] - b["evictions"]) / run["seconds"]))' "$d/before.json" "$d/after.json" "$d/out.json") &&
-                add evict "$key" "$ev" || bad evict "$key" "stats"
-        fi
-        note "  evict/$key: ${ev:-?} blocks/s"
-    fi
-    for f in "$d"/*.json; do cp "$f" "$LOGS/evict-$sys-$bk-$r-$(basename "$f")" 2>/dev/null; done
-    [[ $sys == boundfs ]] && fs_stop
-    du_ok evict "$key" "$d/b" $((EVICT_MAX_M << 20))
-    bk_drop "$d"
-}
-want evict && for ((r = 1; r <= REPS; r++)); do
-    note "f. stores under eviction, rep $r/$REPS"
-    for bk in "${BACKINGS[@]}"; do
-        for sys in $(pair_order "$r"); do bounded_evict "$r" "$bk" "$sys"; done
-    done
-done
-
-# ------------------------------------------------------------------ g./h. restart with many files, RSS
-rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
-want restart && for ((r = 1; r <= REPS; r++)); do
-    note "g. restart ($FILES files), rep $r/$REPS"
-    t0=${EPOCHREALTIME/./}
-    find "$MANYSET" -printf '%s %T@\n' >/dev/null
-    t1=${EPOCHREALTIME/./}
-    add restart native "$(usecs "$t0" "$t1")"
-    add restart_index native "$(usecs "$t0" "$t1")"
-    for sys in "${SYSTEMS[@]}"; do
-        [[ $sys == native ]] && continue
-        m="$WORK/mnt-$sys"; mkdir -p "$m"
-        RUNS=$((RUNS + 1)); log="$LOGS/$RUNS-restart-$sys.log"
-        t0=${EPOCHREALTIME/./}
-        if [[ $sys == boundfs ]]; then
-            "$BOUNDFS" -f "$MANYSET" "$m" -o "max_size=${BUDGET_M}M,threads=$NCPU" 2>"$log" &
-        else
-            mergerfs -f -o "$MERGERFS_OPTS" "$MANYSET" "$m" >"$log" 2>&1 &
-        fi
-        DPID=$! DMNT=$m DKIND=$sys
-        ok=1
-        # serves = mounted (what `mountpoint -q` checks) and a stat of a file works
-        until mounted "$m" && [[ -e $m/$MANY_PROBE_REL ]]; do
-            alive "$DPID" || { ok=0; break; }
-            ((${EPOCHREALTIME/./} - t0 < 600000000)) || { ok=0; break; }
-            sleep 0.002
-        done
-        t1=${EPOCHREALTIME/./}
-        if ((ok)) && mountpoint -q "$m"; then
-            v=$(usecs "$t0" "$t1"); add restart "$sys" "$v"; note "  restart/$sys: $v s"
-            if [[ $sys == boundfs ]]; then
-                # the index is built in the background: wait for it (and
-                # measure RSS only once it holds every file)
-                until getfattr --absolute-names --only-values -n user.boundfs.stats "$m" 2>/dev/null |
-                    grep -q '"indexing":false'; do
-                    alive "$DPID" || break
-                    sleep 0.01
-                done
-                t2=${EPOCHREALTIME/./}
-                v=$(usecs "$t0" "$t2"); add restart_index boundfs "$v"; note "  index complete/boundfs: $v s"
-                full_kb=$(rss_kb "$DPID")
-                fs_stop
-                # baseline: the same daemon over an empty backing
-                e="$WORK/empty-$r"; mkdir -p "$e/b"
-                if fs_start boundfs "$e/b" "$e/m"; then
-                    stat "$e/m/." >/dev/null; [[ -e $e/m/none ]]
-                    base_kb=$(rss_kb "$DPID"); fs_stop
-                    v=$(((full_kb - base_kb) * 1024 / FILES))
-                    add rss boundfs "$v"; note "  rss/boundfs: $v B/file (VmRSS $full_kb kB vs $base_kb kB empty)"
-                    add rss_total boundfs "$full_kb"
-                fi
-                rm -rf "$e"
-            else
-                add rss_total mergerfs "$(rss_kb "$DPID")"
-                fs_stop
-            fi
-        else
-            bad restart "$sys" "did not serve"; tail -3 "$log" >&2; fs_stop
-        fi
-    done
-done
-
-# ------------------------------------------------------------------ fio: large files, plain I/O
-if ((HAVE_FIO)) && want fio; then
-    FIO_COMMON=(--ioengine=psync --invalidate=0 --output-format=json --group_reporting)
-    fio_bw() { "$PY" "$KV" fiobw "$1" "$2"; }
-    BIG="$WORK/bigfile"; mkdir -p "$BIG"
-    fio --name=lay --filename="$BIG/big" --rw=write --bs=4M --size="${FIO_MB}M" --ioengine=psync \
-        --output="$LOGS/fio-layout.txt" >/dev/null 2>&1 || note "fio layout failed"
-    sync; cat "$BIG/big" >/dev/null   # warm the backing page cache
-    for ((r = 1; r <= REPS; r++)); do
-        note "fio: seq write / seq read, rep $r/$REPS"
-        for sys in "${SYSTEMS[@]}"; do
-            d="$WORK/fio-$sys-$r"; mkdir -p "$d/b"
-            if target "$sys" "$d/b" "$d/m"; then
-                if fio --name=seqw --directory="$T" --rw=write --bs=4M --size="${FIO_MB}M" --nrfiles=4 \
-                    "${FIO_COMMON[@]}" >"$LOGS/fiow-$sys-$r.json" 2>&1; then
-                    v=$(fio_bw "$LOGS/fiow-$sys-$r.json" write); add fio_write "$sys" "$v"; note "  fio_write/$sys: $v"
-                else bad fio_write "$sys" "fio failed"; fi
-                [[ $sys == native ]] || fs_stop
-            else bad fio_write "$sys" mount; fi
-            sync; rm -rf "$d"
-            if target "$sys" "$BIG" "$WORK/mnt-$sys"; then
-                if fio --name=seqr --filename="$T/big" --rw=read --bs=1M --size="${FIO_MB}M" \
-                    "${FIO_COMMON[@]}" >"$LOGS/fior-$sys-$r.json" 2>&1; then
-                    v=$(fio_bw "$LOGS/fior-$sys-$r.json" read); add fio_read "$sys" "$v"; note "  fio_read/$sys: $v"
-                else bad fio_read "$sys" "fio failed"; fi
-                [[ $sys == native ]] || fs_stop
-            else bad fio_read "$sys" mount; fi
-        done
-    done
-fi
 
 # ------------------------------------------------------------------ t. trace replay
 # The Mooncake trace replayed vLLM-style (trace.py): probe chain, O_DIRECT load
@@ -669,23 +430,307 @@ bounded_trace() {   # bounded_trace REP BACKING SYS
     bk_drop "$d"
 }
 
+# ------------------------------------------------------------------ the main table's workloads, per backing
+# Run once per backing: on tmpfs first (a tmpfs mounted at $WORK/tmpfs holds
+# the data sets and every run's directories; its samples are then relabelled
+# SYS@tmpfs), then on DIR's filesystem (disk).
+TRACE_D=""
 if want trace; then
     TRACE_D=$("$PY" "$TRACE" --requests "$TRACE_REQ" distinct) || die "trace.py: no trace (set BOUNDFS_SHARED)"
     TRACE_UNB_M=$((TRACE_D * (TRACE_BS + 8192) * 2 / MiB + 64))
-    for ((r = 1; r <= TRACE_REPS; r++)); do
-        note "t. trace replay, unbounded ($TRACE_REQ requests, $TRACE_D distinct blocks), rep $r/$TRACE_REPS"
+fi
+# tmpfs for the main workloads: the load set, one store run, fio's two files,
+# the unbounded trace, plus room for the trees of empty files
+MAIN_TMPFS_M=$((DATA_M * 2 + FIO_MB * 2 + ${TRACE_D:-0} * TRACE_BS / MiB + 1024))
+# relabel_tmpfs: the samples of the pass just run (keys WL,SYS) become WL,SYS@tmpfs
+relabel_tmpfs() {
+    local k arr
+    for arr in S ERRS ERRMSG FALLBACK; do
+        local -n A=$arr
+        for k in "${!A[@]}"; do
+            [[ $k == *,native || $k == *,mergerfs || $k == *,boundfs ]] || continue
+            A[$k@tmpfs]=${A[$k]}
+            unset "A[$k]"
+        done
+        unset -n A
+    done
+}
+MAIN_BACKINGS=()
+[[ " ${BACKINGS[*]} " == *" tmpfs "* ]] && MAIN_BACKINGS+=(tmpfs)
+[[ " ${BACKINGS[*]} " == *" disk "* ]] && MAIN_BACKINGS+=(disk)
+for BK in "${MAIN_BACKINGS[@]}"; do
+    if [[ $BK == tmpfs ]]; then
+        BASE=$WORK/tmpfs
+        mkdir -p "$BASE" && mount -t tmpfs -o "size=${MAIN_TMPFS_M}m,mode=0755" boundfs-bench "$BASE" ||
+            die "cannot mount a tmpfs at $BASE"
+    else
+        BASE=$WORK
+    fi
+    note "== the main table's workloads on $BK ($BASE)"
+    # ------------------------------------------------------------------ datasets (untimed)
+    note "setup: $N x 2 MiB blocks (load set), $PROBE_N probe files, $FLAT_N flat files, $FILES restart files in $BASE"
+    LOADSET="$BASE/loadset" PROBESET="$BASE/probeset" FLATSET="$BASE/flatset" MANYSET="$BASE/manyset"
+    if want load; then
+        "$PY" "$KV" store "$LOADSET" "$N" --seed load --threads "$THREADS" >"$LOGS/$BK-setup-load.json" || die "load set"
+    fi
+    if want probe; then
+        "$PY" "$KV" mkfiles "$PROBESET" "$PROBE_N" --seed probe >"$LOGS/$BK-setup-probe.json" || die "probe set"
+    fi
+    if want readdir; then
+        "$PY" "$KV" mkflat "$FLATSET" "$FLAT_N" >"$LOGS/$BK-setup-flat.json" || die "flat set"
+    fi
+    if want restart; then
+        "$PY" "$KV" mkfiles "$MANYSET" "$FILES" --seed many --layout h3 >"$LOGS/$BK-setup-many.json" || die "restart set"
+        MANY_PROBE=$("$PY" "$KV" path "$MANYSET" 0 --seed many --layout h3)
+        MANY_PROBE_REL=${MANY_PROBE#"$MANYSET"/}
+    fi
+    sync
+    note "setup done"
+
+    # warm the backing page cache for the load set (buffered read, native)
+    warm() { "$PY" "$KV" load "$LOADSET" "$N" --seed load --threads "$THREADS" >/dev/null; }
+
+    # ------------------------------------------------------------------ a. store
+    # (and the page cache each store grew: its O_DIRECT writes should add none)
+    want store && cg_enter
+    want store && for ((r = 1; r <= REPS; r++)); do
+        note "a. store, rep $r/$REPS"
         for sys in "${SYSTEMS[@]}"; do
-            d="$WORK/trace-$sys-$r"; mkdir -p "$d/b"
-            max=""; [[ $sys == boundfs ]] && max="${TRACE_UNB_M}M"
-            if target "$sys" "$d/b" "$d/m" "$max"; then
-                run_driver trace "$sys" "$d/out.json" 'requests/seconds' -- trace_run "$T" &&
-                    add trace_hit "$sys" "$(metric "$d/out.json" 'hits/refs')"
-                cp "$d/out.json" "$LOGS/trace-$sys-$r-unbounded.json" 2>/dev/null
-                [[ $sys == native ]] || fs_stop
-            else bad trace "$sys" mount; fi
+            d="$BASE/store-$sys-$r"; mkdir -p "$d/b"
+            target "$sys" "$d/b" "$d/m" || { bad store "$sys" mount; continue; }
+            c0=$([[ -n $CG ]] && cg_cache)
+            run_driver store "$sys" "$d/out.json" 'bytes/1048576/seconds' -- \
+                "$PY" "$KV" store "$T" "$N" --seed "store$r" --threads "$THREADS" &&
+                [[ $(metric "$d/out.json" direct) == False ]] && FALLBACK[store,$sys]=1
+            if [[ -n $CG && -s $d/out.json ]]; then
+                add store_pcache "$sys" "$(awk -v a="$c0" -v b="$(cg_cache)" 'BEGIN { printf "%.1f", (b - a) / 1048576 }')"
+            fi
+            cp "$d/out.json" "$LOGS/$BK-store-$sys-$r.json" 2>/dev/null
+            [[ $sys == native ]] || fs_stop
             sync; rm -rf "$d"
         done
     done
+
+    want store && cg_leave
+
+    # ------------------------------------------------------------------ b./c. load
+    want load && warm
+    # b./c.: fresh mount, entries cold (warm_entries=0: the load starts at once);
+    # b. after a restart: fresh mount, loaded once boundfs has warmed the
+    # kernel's entries of its most recent blocks (as an engine restarting
+    # reloads them some seconds after the mount).
+    want load && for mode in buffered direct restart; do
+        wl=load; flag=()
+        [[ $mode == direct ]] && { wl=load_direct; flag=(--direct); }
+        [[ $mode == restart ]] && wl=load_restart
+        for ((r = 1; r <= REPS; r++)); do
+            note "$([[ $mode == direct ]] && echo 'c. load O_DIRECT' || echo "b. load ($mode)"), rep $r/$REPS"
+            for sys in "${SYSTEMS[@]}"; do
+                extra=warm_entries=0; [[ $mode == restart ]] && extra=""
+                BOUNDFS_EXTRA=$extra target "$sys" "$LOADSET" "$BASE/mnt-$sys" || { bad $wl "$sys" mount; continue; }
+                [[ $mode == restart && $sys == boundfs ]] && { warmed || bad $wl "$sys" "not warmed"; }
+                run_driver $wl "$sys" "$LOGS/$BK-$wl-$sys-$r.json" 'bytes/1048576/seconds' -- \
+                    "$PY" "$KV" load "$T" "$N" --seed load --threads "$THREADS" "${flag[@]}"
+                [[ $sys == native ]] || fs_stop
+            done
+        done
+    done
+
+    # ------------------------------------------------------------------ d. probe
+    want probe && for ((r = 1; r <= REPS; r++)); do
+        note "d. probe, rep $r/$REPS"
+        for sys in "${SYSTEMS[@]}"; do
+            target "$sys" "$PROBESET" "$BASE/mnt-$sys" || { bad probe "$sys" mount; continue; }
+            run_driver probe "$sys" "$LOGS/$BK-probe-$sys-$r.json" 'ops/seconds' -- \
+                "$PY" "$KV" probe "$T" "$PROBE_N" --seed probe
+            [[ $sys == native ]] || fs_stop
+            target "$sys" "$PROBESET" "$BASE/mnt-$sys" || { bad probe_again "$sys" mount; continue; }
+            run_driver probe_again "$sys" "$LOGS/$BK-probe-again-$sys-$r.json" 'ops/seconds' -- \
+                "$PY" "$KV" probe "$T" "$PROBE_N" --seed probe --again
+            [[ $sys == native ]] || fs_stop
+        done
+    done
+
+    # ------------------------------------------------------------------ e. readdir
+    want readdir && for ((r = 1; r <= REPS; r++)); do
+        note "e. readdir, rep $r/$REPS"
+        for sys in "${SYSTEMS[@]}"; do
+            target "$sys" "$FLATSET" "$BASE/mnt-$sys" || { bad readdir "$sys" mount; continue; }
+            run_driver readdir "$sys" "$LOGS/$BK-readdir-$sys-$r.json" 'ops/seconds' -- \
+                "$PY" "$KV" readdir "$T" --expect "$FLAT_N"
+            [[ $sys == native ]] || fs_stop
+        done
+    done
+
+    # ------------------------------------------------------------------ g./h. restart with many files, RSS
+    rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+    want restart && for ((r = 1; r <= REPS; r++)); do
+        note "g. restart ($FILES files), rep $r/$REPS"
+        t0=${EPOCHREALTIME/./}
+        find "$MANYSET" -printf '%s %T@\n' >/dev/null
+        t1=${EPOCHREALTIME/./}
+        add restart native "$(usecs "$t0" "$t1")"
+        add restart_index native "$(usecs "$t0" "$t1")"
+        for sys in "${SYSTEMS[@]}"; do
+            [[ $sys == native ]] && continue
+            m="$BASE/mnt-$sys"; mkdir -p "$m"
+            RUNS=$((RUNS + 1)); log="$LOGS/$BK-$RUNS-restart-$sys.log"
+            t0=${EPOCHREALTIME/./}
+            if [[ $sys == boundfs ]]; then
+                "$BOUNDFS" -f "$MANYSET" "$m" -o "max_size=${BUDGET_M}M,threads=$NCPU" 2>"$log" &
+            else
+                mergerfs -f -o "$MERGERFS_OPTS" "$MANYSET" "$m" >"$log" 2>&1 &
+            fi
+            DPID=$! DMNT=$m DKIND=$sys
+            ok=1
+            # serves = mounted (what `mountpoint -q` checks) and a stat of a file works
+            until mounted "$m" && [[ -e $m/$MANY_PROBE_REL ]]; do
+                alive "$DPID" || { ok=0; break; }
+                ((${EPOCHREALTIME/./} - t0 < 600000000)) || { ok=0; break; }
+                sleep 0.002
+            done
+            t1=${EPOCHREALTIME/./}
+            if ((ok)) && mountpoint -q "$m"; then
+                v=$(usecs "$t0" "$t1"); add restart "$sys" "$v"; note "  restart/$sys: $v s"
+                if [[ $sys == boundfs ]]; then
+                    # the index is built in the background: wait for it (and
+                    # measure RSS only once it holds every file)
+                    until getfattr --absolute-names --only-values -n user.boundfs.stats "$m" 2>/dev/null |
+                        grep -q '"indexing":false'; do
+                        alive "$DPID" || break
+                        sleep 0.01
+                    done
+                    t2=${EPOCHREALTIME/./}
+                    v=$(usecs "$t0" "$t2"); add restart_index boundfs "$v"; note "  index complete/boundfs: $v s"
+                    full_kb=$(rss_kb "$DPID")
+                    fs_stop
+                    # baseline: the same daemon over an empty backing
+                    e="$BASE/empty-$r"; mkdir -p "$e/b"
+                    if fs_start boundfs "$e/b" "$e/m"; then
+                        stat "$e/m/." >/dev/null; [[ -e $e/m/none ]]
+                        base_kb=$(rss_kb "$DPID"); fs_stop
+                        v=$(((full_kb - base_kb) * 1024 / FILES))
+                        add rss boundfs "$v"; note "  rss/boundfs: $v B/file (VmRSS $full_kb kB vs $base_kb kB empty)"
+                        add rss_total boundfs "$full_kb"
+                    fi
+                    rm -rf "$e"
+                else
+                    add rss_total mergerfs "$(rss_kb "$DPID")"
+                    fs_stop
+                fi
+            else
+                bad restart "$sys" "did not serve"; tail -3 "$log" >&2; fs_stop
+            fi
+        done
+    done
+
+    # ------------------------------------------------------------------ fio: large files, plain I/O
+    if ((HAVE_FIO)) && want fio; then
+        FIO_COMMON=(--ioengine=psync --invalidate=0 --output-format=json --group_reporting)
+        fio_bw() { "$PY" "$KV" fiobw "$1" "$2"; }
+        BIG="$BASE/bigfile"; mkdir -p "$BIG"
+        fio --name=lay --filename="$BIG/big" --rw=write --bs=4M --size="${FIO_MB}M" --ioengine=psync \
+            --output="$LOGS/$BK-fio-layout.txt" >/dev/null 2>&1 || note "fio layout failed"
+        sync; cat "$BIG/big" >/dev/null   # warm the backing page cache
+        for ((r = 1; r <= REPS; r++)); do
+            note "fio: seq write / seq read, rep $r/$REPS"
+            for sys in "${SYSTEMS[@]}"; do
+                d="$BASE/fio-$sys-$r"; mkdir -p "$d/b"
+                if target "$sys" "$d/b" "$d/m"; then
+                    if fio --name=seqw --directory="$T" --rw=write --bs=4M --size="${FIO_MB}M" --nrfiles=4 \
+                        "${FIO_COMMON[@]}" >"$LOGS/$BK-fiow-$sys-$r.json" 2>&1; then
+                        v=$(fio_bw "$LOGS/$BK-fiow-$sys-$r.json" write); add fio_write "$sys" "$v"; note "  fio_write/$sys: $v"
+                    else bad fio_write "$sys" "fio failed"; fi
+                    [[ $sys == native ]] || fs_stop
+                else bad fio_write "$sys" mount; fi
+                sync; rm -rf "$d"
+                if target "$sys" "$BIG" "$BASE/mnt-$sys"; then
+                    if fio --name=seqr --filename="$T/big" --rw=read --bs=1M --size="${FIO_MB}M" \
+                        "${FIO_COMMON[@]}" >"$LOGS/$BK-fior-$sys-$r.json" 2>&1; then
+                        v=$(fio_bw "$LOGS/$BK-fior-$sys-$r.json" read); add fio_read "$sys" "$v"; note "  fio_read/$sys: $v"
+                    else bad fio_read "$sys" "fio failed"; fi
+                    [[ $sys == native ]] || fs_stop
+                else bad fio_read "$sys" mount; fi
+            done
+        done
+    fi
+
+    # t. (unbounded rows of the main table)
+    if want trace; then
+        for ((r = 1; r <= TRACE_REPS; r++)); do
+            note "t. trace replay, unbounded ($TRACE_REQ requests, $TRACE_D distinct blocks), rep $r/$TRACE_REPS"
+            for sys in "${SYSTEMS[@]}"; do
+                d="$BASE/trace-$sys-$r"; mkdir -p "$d/b"
+                max=""; [[ $sys == boundfs ]] && max="${TRACE_UNB_M}M"
+                if target "$sys" "$d/b" "$d/m" "$max"; then
+                    run_driver trace "$sys" "$d/out.json" 'requests/seconds' -- trace_run "$T" &&
+                        add trace_hit "$sys" "$(metric "$d/out.json" 'hits/refs')"
+                    cp "$d/out.json" "$LOGS/$BK-trace-$sys-$r-unbounded.json" 2>/dev/null
+                    [[ $sys == native ]] || fs_stop
+                else bad trace "$sys" mount; fi
+                sync; rm -rf "$d"
+            done
+        done
+    fi
+    if [[ $BK == tmpfs ]]; then
+        relabel_tmpfs
+        sync; umount "$BASE" || umount -l "$BASE"; rmdir "$BASE"
+    fi
+done
+
+# ------------------------------------------------------------------ f. stores under eviction
+# Fill to max_size (untimed), then time stores of new 2 MiB blocks, each of
+# which needs room made: boundfs evicts, the native baseline unlinks its own
+# oldest (its LRU adopts the prefill by mtime).
+PREFILL_N=$((EVICT_MAX_M / 2))
+bounded_evict() {   # bounded_evict REP BACKING SYS
+    local r=$1 bk=$2 sys=$3 key="$3:$2" d="$WORK/evict-$3-$2-$1" c0="" c1 ev
+    bk_make "$bk" "$d" $((EVICT_MAX_M + 64)) || { bad evict_store "$key" "tmpfs mount"; rm -rf "$d"; return; }
+    local lru=()
+    if [[ $sys == lru ]]; then
+        T=$d/b lru=(--lru-budget "${EVICT_MAX_M}M")
+    elif fs_start boundfs "$d/b" "$d/m" "${EVICT_MAX_M}M"; then
+        T=$d/m
+    else
+        bad evict_store "$key" mount; bk_drop "$d"; return
+    fi
+    "$PY" "$KV" store "$T" "$PREFILL_N" --seed "pre$r" --threads "$THREADS" "${lru[@]}" >"$d/pre.json" 2>"$d/pre.err"
+    if [[ $sys == boundfs ]]; then "$PY" "$KV" stats "$T" >"$d/before.json"; c0=$(cpu_ticks "$DPID"); fi
+    ((${#lru[@]})) && lru+=(--lru-adopt)
+    if run_driver evict_store "$key" "$d/out.json" 'bytes/1048576/seconds' -- \
+        "$PY" "$KV" store "$T" "$EVICT_STORE_N" --seed "ev$r" --threads "$THREADS" "${lru[@]}"; then
+        [[ $(metric "$d/out.json" direct) == False ]] && FALLBACK[evict_store,$key]=1
+        addm "$key" "$d/out.json" "evict_p50=lat_us['store']['p50']" "evict_p99=lat_us['store']['p99']" \
+            "evict_cpu_client=cpu_s * $GiB / bytes"
+        if [[ $sys == lru ]]; then
+            ev=$(metric "$d/out.json" "lru['evictions'] / seconds") && add evict "$key" "$ev"
+        else
+            c1=$(cpu_ticks "$DPID")
+            add evict_cpu_daemon "$key" "$(per_gib "$c0" "$c1" "$(metric "$d/out.json" bytes)")"
+            "$PY" "$KV" stats "$T" >"$d/after.json"
+            ev=$("$PY" -c '
+import json, sys
+b, a = (json.load(open(p)) for p in sys.argv[1:3])
+run = json.loads(open(sys.argv[3]).read().splitlines()[-1])
+print("%.6g" % ((a["evictions"] - b["evictions"]) / run["seconds"]))' "$d/before.json" "$d/after.json" "$d/out.json") &&
+                add evict "$key" "$ev" || bad evict "$key" "stats"
+        fi
+        note "  evict/$key: ${ev:-?} blocks/s"
+    fi
+    for f in "$d"/*.json; do cp "$f" "$LOGS/evict-$sys-$bk-$r-$(basename "$f")" 2>/dev/null; done
+    [[ $sys == boundfs ]] && fs_stop
+    du_ok evict "$key" "$d/b" $((EVICT_MAX_M << 20))
+    bk_drop "$d"
+}
+want evict && for ((r = 1; r <= REPS; r++)); do
+    note "f. stores under eviction, rep $r/$REPS"
+    for bk in "${BACKINGS[@]}"; do
+        for sys in $(pair_order "$r"); do bounded_evict "$r" "$bk" "$sys"; done
+    done
+done
+
+# ------------------------------------------------------------------ t. bounded trace rows
+if want trace; then
     want_cg=0; [[ -z $CG ]] && cg_enter && want_cg=1
     for ((r = 1; r <= TRACE_REPS; r++)); do
         note "t. trace replay, bounded (max_size ${TRACE_MAX_M}M), rep $r/$TRACE_REPS"
@@ -710,31 +755,45 @@ fmt() {   # fmt VALUE KIND
 }
 ratio() { [[ $1 == n/a || $2 == n/a || -z $1 || -z $2 ]] && { echo "—"; return; }
           awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "—"; else printf "%.2f", a / b }'; }
-cell() {  # cell WL SYS: median (with failures noted) or n/a / —
-    local wl=$1 sys=$2
-    if [[ $sys == mergerfs ]] && ((!HAVE_MERGERFS)); then echo "n/a"; return; fi
-    local v=${S[$wl,$sys]:-}
-    if [[ -z $v ]]; then [[ -n ${ERRS[$wl,$sys]:-} ]] && echo "FAILED" || echo "n/a"; return; fi
-    median "$v"
+# sstat WL KEY: "median min max n" of the samples, or nothing
+sstat() {
+    local v=${S[$1,$2]:-}
+    [[ -n $v ]] || return 0
+    printf '%s\n' $v | sort -g | awk '{ a[++n] = $1 } END {
+        m = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2; print m, a[1], a[n], n }'
 }
-row() {   # row WL LABEL UNIT KIND [native-cell-override]
-    local wl=$1 label=$2 unit=$3 kind=$4 na=${5:-}
-    local n m b
-    n=$(cell "$wl" native); m=$(cell "$wl" mergerfs); b=$(cell "$wl" boundfs)
-    [[ -n $na ]] && { [[ $na == both || $na == native ]] && n="—"; [[ $na == both ]] && m="—"; }
-    local fe="" ; for s in native mergerfs boundfs; do
-        [[ -n ${ERRS[$wl,$s]:-} ]] && fe+=" ($s: ${ERRS[$wl,$s]} failed)"; done
-    local fn fm fb
-    fn=$([[ $n == "—" || $n == FAILED ]] && echo "$n" || fmt "$n" "$kind")
-    fm=$([[ $m == "—" || $m == FAILED ]] && echo "$m" || fmt "$m" "$kind")
-    fb=$([[ $b == "—" || $b == FAILED ]] && echo "$b" || fmt "$b" "$kind")
-    [[ -n ${FALLBACK[$wl,native]:-} ]] && fn+=" †"
-    [[ -n ${FALLBACK[$wl,mergerfs]:-} ]] && fm+=" †"
-    [[ -n ${FALLBACK[$wl,boundfs]:-} ]] && fb+=" †"
-    local rb rm
-    rb=$([[ $n == "—" || $n == FAILED || $b == FAILED ]] && echo "—" || ratio "$b" "$n")
-    rm=$([[ $n == "—" || $n == FAILED || $m == FAILED ]] && echo "—" || ratio "$m" "$n")
-    printf '| %s%s | %s | %s | %s | %s | %s | %s |\n' "$label" "$fe" "$unit" "$fn" "$fm" "$fb" "$rb" "$rm"
+# scell WL KEY KIND [NA]: "median (min–max)" with failures and † noted; NA
+# (or no samples) gives "n/a", a failure with no sample FAILED
+scell() {
+    local st; st=$(sstat "$1" "$2")
+    if [[ -z $st ]]; then
+        if [[ -n ${ERRS[$1,$2]:-} ]]; then echo FAILED; else echo "${4:-n/a}"; fi
+        return
+    fi
+    local m lo hi n out; read -r m lo hi n <<<"$st"
+    out=$(fmt "$m" "$3")
+    ((n > 1)) && out+=" ($(fmt "$lo" "$3")–$(fmt "$hi" "$3"))"
+    [[ -n ${ERRS[$1,$2]:-} ]] && out+=" (${ERRS[$1,$2]} failed)"
+    [[ -n ${FALLBACK[$1,$2]:-} ]] && out+=" †"
+    echo "$out"
+}
+smed() { local st; st=$(sstat "$1" "$2"); echo "${st%% *}"; }
+# main table: per backing (disk: keys SYS, tmpfs: SYS@tmpfs) native,
+# mergerfs, boundfs and the two ratios of medians
+SFX_disk="" SFX_tmpfs="@tmpfs"
+row() {   # row WL LABEL UNIT KIND [native|both: no such figure there]
+    local wl=$1 label=$2 unit=$3 kind=$4 na=${5:-} line bk sfx n m b
+    line="| $label | $unit"
+    for bk in "${BACKINGS[@]}"; do
+        sfx=SFX_$bk; sfx=${!sfx}
+        n=$(smed "$wl" "native$sfx") m=$(smed "$wl" "mergerfs$sfx") b=$(smed "$wl" "boundfs$sfx")
+        if [[ $na == native || $na == both ]]; then line+=" | —"; n=""; else line+=" | $(scell "$wl" "native$sfx" "$kind")"; fi
+        if [[ $na == both ]]; then line+=" | —"; m=""
+        elif ((!HAVE_MERGERFS)); then line+=" | n/a"; m=""
+        else line+=" | $(scell "$wl" "mergerfs$sfx" "$kind")"; fi
+        line+=" | $(scell "$wl" "boundfs$sfx" "$kind") | $(ratio "$b" "$n") | $(ratio "$m" "$n")"
+    done
+    say "$line |"
 }
 
 fstype=$(findmnt -no FSTYPE -T "$WORK" 2>/dev/null || stat -f -c %T "$WORK")
@@ -767,8 +826,11 @@ want trace || want evict && say "   bounded backings: ${BACKINGS[*]} (tmpfs: mou
 ((HAVE_FIO)) && say "fio --rw=write --bs=4M --size=${FIO_MB}M --nrfiles=4 ${FIO_COMMON[*]}   |   fio --rw=read --bs=1M --size=${FIO_MB}M (one file, warm backing) ${FIO_COMMON[*]}"
 say '```'
 say ""
-say "| workload | unit | native | mergerfs | boundfs | boundfs/native | mergerfs/native |"
-say "|---|---|--:|--:|--:|--:|--:|"
+hdr="| workload | unit" sep="|---|---"
+for bk in "${BACKINGS[@]}"; do
+    hdr+=" | $bk: native | $bk: mergerfs | $bk: boundfs | boundfs/native | mergerfs/native"; sep+="|--:|--:|--:|--:|--:"
+done
+say "$hdr |"; say "$sep|"
 row store        "a. store $N x 2 MiB (4 thr, O_DIRECT, tmp+rename)" "MiB/s" mib
 row store_pcache "a. page cache grown by that store (lower better)"   "MiB" dec
 row load         "b. load, buffered (warm backing), entries cold"     "MiB/s" mib
@@ -790,28 +852,12 @@ if ((HAVE_FIO)) && want fio; then
 fi
 
 # ------------------------------------------------------------------ report: bounded table
-# bstat WL KEY: "median min max n" of the samples, or nothing
-bstat() {
-    local v=${S[$1,$2]:-}
-    [[ -n $v ]] || return 0
-    printf '%s\n' $v | sort -g | awk '{ a[++n] = $1 } END {
-        m = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2; print m, a[1], a[n], n }'
-}
-bcell() {   # bcell WL KEY KIND: "median (min–max)", "—" or FAILED
-    local st; st=$(bstat "$1" "$2")
-    if [[ -z $st ]]; then [[ -n ${ERRS[$1,$2]:-} ]] && echo FAILED || echo "—"; return; fi
-    local m lo hi n; read -r m lo hi n <<<"$st"
-    local out; out=$(fmt "$m" "$3")
-    ((n > 1)) && out+=" ($(fmt "$lo" "$3")–$(fmt "$hi" "$3"))"
-    [[ -n ${ERRS[$1,$2]:-} ]] && out+=" (${ERRS[$1,$2]} failed)"
-    [[ -n ${FALLBACK[$1,$2]:-} ]] && out+=" †"
-    echo "$out"
-}
+bcell() { scell "$1" "$2" "$3" "—"; }
 brow() {   # brow WL LABEL UNIT KIND
     local line="| $2 | $3" bk n b
     for bk in "${BACKINGS[@]}"; do
-        n=$(bstat "$1" "lru:$bk") b=$(bstat "$1" "boundfs:$bk")
-        line+=" | $(bcell "$1" "lru:$bk" "$4") | $(bcell "$1" "boundfs:$bk" "$4") | $(ratio "${b%% *}" "${n%% *}")"
+        n=$(smed "$1" "lru:$bk") b=$(smed "$1" "boundfs:$bk")
+        line+=" | $(bcell "$1" "lru:$bk" "$4") | $(bcell "$1" "boundfs:$bk" "$4") | $(ratio "$b" "$n")"
     done
     say "$line |"
 }
@@ -879,7 +925,7 @@ say ""
 say '```'
 for wl in store store_pcache load load_restart load_direct probe probe_again readdir restart restart_index rss rss_total fio_write fio_read \
     trace trace_hit "${BOUNDED_WLS[@]}"; do
-    for sys in native mergerfs boundfs lru:disk boundfs:disk lru:tmpfs boundfs:tmpfs; do
+    for sys in native mergerfs boundfs native@tmpfs mergerfs@tmpfs boundfs@tmpfs lru:disk boundfs:disk lru:tmpfs boundfs:tmpfs; do
         [[ -n ${S[$wl,$sys]:-} || -n ${ERRS[$wl,$sys]:-} ]] || continue
         printf '%-26s %-13s %s%s\n' "$wl" "$sys" "${S[$wl,$sys]:-}" "${ERRS[$wl,$sys]:+  [${ERRS[$wl,$sys]} failed]}"
     done
