@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # boundfs benchmark: the same KV-offload workloads on a plain directory
 # ("native"), through mergerfs (a FUSE passthrough reference) and through
-# boundfs, each repeated; prints the medians as one Markdown table. The
-# bounded rows (the trace replay and stores under eviction) get a second
-# table: boundfs at max_size beside the fair baseline, a native directory
-# kept to the same budget by the load generator's own exact LRU (it unlinks
-# its least recently used blocks itself), on a disk and on a tmpfs backing,
-# repetitions interleaved (native, boundfs, native, ...), each cell the
-# median and its spread (min-max).
+# boundfs, each repeated, on DIR's filesystem ("disk") and on a tmpfs;
+# prints two Markdown tables, each cell the median and its spread (min-max):
+#   1. unbounded workloads: native, mergerfs and boundfs (with a budget
+#      nothing reaches), per backing;
+#   2. bounded rows (the trace replay and stores under eviction): boundfs at
+#      max_size beside the fair baseline, a native directory kept to the same
+#      budget by the load generator's own exact LRU (it unlinks its least
+#      recently used blocks itself), per backing; repetitions interleaved,
+#      native first in odd ones, boundfs first in even ones; throughput,
+#      p50/p99 per operation, CPU seconds per GiB stored (daemon and load
+#      generator), page cache grown per GiB loaded, hit ratios beside an
+#      ideal LRU's, FUSE requests and daemon syscalls per stored block.
 #
 # Usage: scripts/bench.sh [--quick] [--n N] [--reps R] [--files N | --full]
 #                         [--dir DIR] [--no-build] [--no-install] [--keep]
 #                         [--only WL] [--backing disk|tmpfs|both]
 #                         [--trace-requests N] [--trace-budget MIB]
-#   --quick       smaller sizes, 3 repetitions (CI smoke test, ~1-2 min)
+#   --quick       smaller sizes, 3 repetitions (smoke run, a few minutes)
 #   --n N         2 MiB blocks for store/load (default 512 = 1 GiB; quick 128)
 #   --reps R      repetitions per measurement (default 5; quick 3); medians reported
 #   --files N     files in the restart tree (default 200000; quick 20000)
@@ -25,9 +30,10 @@
 #   --keep        keep the temp tree (logs, raw JSON) afterwards
 #   --only WL     run only workload group WL: store, load, probe, readdir,
 #                 evict, restart, fio or trace (repeatable)
-#   --backing B   backings of the bounded rows: disk (DIR's filesystem),
-#                 tmpfs (a fresh tmpfs per run, 64 MiB above the budget) or
-#                 both (default)
+#   --backing B   disk (DIR's filesystem), tmpfs or both (default): the
+#                 main table's workloads run on a tmpfs mounted under DIR
+#                 (data sets included), each bounded run on a fresh tmpfs
+#                 64 MiB above its budget
 #   --trace-requests N  first N requests of the trace (default 1500; quick 200)
 #   --trace-budget MIB  max_size of the bounded trace rows (default 300;
 #                 quick 100); the trace's blocks are 128 KiB
@@ -35,7 +41,7 @@
 #   BOUNDFS_SHARED (the shared/ folder with traces/; default: ../shared next
 #   to the repository).
 #
-# Report (versions, command lines, table, raw samples) goes to stdout;
+# Report (versions, command lines, tables, raw samples) goes to stdout;
 # progress to stderr. Needs root and /dev/fuse. Exit 0 ok, 1 a failure,
 # 77 prerequisites missing.
 set -uo pipefail
