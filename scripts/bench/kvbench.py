@@ -308,6 +308,7 @@ def direct_write_works(root):
 
 
 def cmd_store(a):
+    a.root = os.path.abspath(a.root)  # BudgetLRU counts directories up to it
     hashes = [block_hash(a.seed, i) for i in range(a.n)]
     fill = hashlib.sha256(a.seed.encode()).digest() * 128  # 4 KiB pattern
     bufs = [aligned_buffer(a.size, fill) for _ in range(a.threads)]

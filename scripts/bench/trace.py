@@ -108,6 +108,7 @@ class Counts:
 
 
 def cmd_run(a):
+    a.root = os.path.abspath(a.root)  # BudgetLRU counts directories up to it
     chains = read_trace(a.trace, a.requests)
     size = a.block_size
     err = Errors()
