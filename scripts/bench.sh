@@ -408,6 +408,7 @@ bounded_trace() {   # bounded_trace REP BACKING SYS
         done
         addm "$key" "$d/out.json" trace_b_secs=seconds trace_b_hit=hits/refs trace_b_stores=stores "${lat[@]}" \
             "trace_b_cpu_client=cpu_s * $GiB / (stores * $TRACE_BS) if stores else None"
+        [[ -n $p1 ]] && add trace_b_pcache_mib "$key" "$(awk -v a="$p0" -v b="$p1" 'BEGIN { printf "%.1f", (b - a) / 1048576 }')"
         [[ -n $p1 ]] && add trace_b_pcache "$key" "$(awk -v a="$p0" -v b="$p1" -v n="$loads" \
             -v bs="$TRACE_BS" -v g="$GiB" 'BEGIN { if (n > 0) printf "%.1f", (b - a) / 1048576 / (n * bs / g) }')"
         if [[ $sys == boundfs ]]; then
@@ -876,7 +877,7 @@ per_rep() {
 }
 BOUNDED_WLS=(trace_b trace_b_secs trace_b_hit trace_b_ideal trace_b_held trace_b_stores
     trace_b_probe_p50 trace_b_probe_p99 trace_b_load_p50 trace_b_load_p99 trace_b_store_p50 trace_b_store_p99
-    trace_b_cpu_daemon trace_b_cpu_client trace_b_pcache trace_b_per_store trace_b_syscalls_per_store
+    trace_b_cpu_daemon trace_b_cpu_client trace_b_pcache_mib trace_b_pcache trace_b_per_store trace_b_syscalls_per_store
     trace_b_per_load trace_b_per_load_again evict_store evict evict_p50 evict_p99 evict_cpu_daemon evict_cpu_client)
 if want trace || want evict; then
     say ""
@@ -902,7 +903,8 @@ if want trace || want evict; then
         brow trace_b_store_p99 "t. store p99" "µs" dec
         brow trace_b_cpu_daemon "t. daemon CPU per GiB stored" "s" frac
         brow trace_b_cpu_client "t. replayer CPU per GiB stored" "s" frac
-        brow trace_b_pcache "t. page cache grown per GiB loaded (tmpfs pages left out)" "MiB" dec
+        brow trace_b_pcache_mib "t. page cache grown over the replay (tmpfs pages left out)" "MiB" dec
+        brow trace_b_pcache "t. the same per GiB loaded" "MiB" dec
         brow trace_b_per_store "t. FUSE requests per stored block" "requests" dec
         brow trace_b_syscalls_per_store "t. daemon syscalls per stored block" "syscalls" dec
         brow trace_b_per_load "t. FUSE requests per loaded block, entries cold" "requests" dec
