@@ -14,6 +14,11 @@ Commands
                     on failure everything below is buffered), then per block: exists? ; makedirs ; open(<dest>_<rand>.tmp,
                     O_CREAT|O_EXCL|O_WRONLY|O_TRUNC|O_DIRECT) ; one write() from a
                     page-aligned mmap buffer ; close ; rename to dest. No fsync.
+                    --lru-budget B: the native baseline of a bounded mount, the
+                    writer keeping ROOT within B bytes by its own exact LRU
+                    (BudgetLRU; --lru-adopt counts the blocks already there).
+                    Adds "lat_us" (p50/p99 per store), "cpu_s" (this process)
+                    and, with --lru-budget, "lru" (held, evictions, peak bytes).
   load ROOT N       open(O_RDONLY[|O_DIRECT]) ; one readv() of the whole block into
                     an aligned buffer ; close. A short read counts as an error.
   mkfiles ROOT N    N empty block files in the hashed layout (--layout vllm|h3).
@@ -23,10 +28,11 @@ Commands
   mkflat DIR N      N empty files in one flat directory.
   readdir DIR       os.scandir full listing (names + d_type, no stat).
   path ROOT I       prints the path of block I.   stats MNT   boundfs status JSON.
-  metric FILE EXPR  evaluates EXPR over the last JSON line of FILE.
+  metric FILE EXPR...  evaluates each EXPR over the last JSON line of FILE.
 """
 
 import argparse
+import collections
 import hashlib
 import json
 import mmap
@@ -115,6 +121,168 @@ def emit(op, ops, nbytes, seconds, errors, **extra):
     print(json.dumps(d), flush=True)
 
 
+# ---------------------------------------------------------------- native budget
+
+class BudgetLRU:
+    """The fair baseline of a bounded mount: a plain directory whose writer
+    keeps it within `budget` bytes by itself, with an exact in-process LRU.
+
+    It counts what boundfs counts, as du does (st_blocks * 512): each block
+    file it holds or is storing, and each directory between a block and ROOT
+    (ROOT itself not), a directory's cost measured once at the start by
+    making one. A load and a store make a block most recent (`touch`,
+    `commit`). Before a store writes, `reserve` takes its block (and any
+    directory it will make) into the count and picks the least recently used
+    held blocks until the count is within the budget; the storing thread
+    unlinks those victims, and removes a directory its victims emptied,
+    before it writes (`evict`), so the directory's usage never exceeds the
+    budget by more than the victims other threads are still unlinking. A
+    block being stored is never a victim. Thread-safe."""
+
+    def __init__(self, root, budget, block_size):
+        self.root = os.path.abspath(root)
+        self.budget = budget
+        self.block_cost = -(-block_size // PAGE) * PAGE
+        self.lock = threading.Lock()
+        self.held = collections.OrderedDict()  # path -> cost, least recent first
+        self.pending = set()
+        self.blocks_in = collections.Counter()  # directory -> blocks held or pending under it
+        self.used = self.peak = self.evictions = self.over = 0
+        os.makedirs(self.root, exist_ok=True)
+        probe = os.path.join(self.root, f".lru_probe_{secrets.token_hex(8)}")
+        os.mkdir(probe)
+        try:
+            self.dir_cost = os.lstat(probe).st_blocks * 512
+        finally:
+            os.rmdir(probe)
+
+    def _dirs(self, path):
+        """Directories from path's parent up to ROOT (exclusive), deepest first."""
+        out = []
+        d = os.path.dirname(path)
+        while len(d) > len(self.root):
+            out.append(d)
+            d = os.path.dirname(d)
+        return out
+
+    def _add(self, path, cost):
+        self.used += cost
+        for d in self._dirs(path):
+            if self.blocks_in[d] == 0:
+                self.used += self.dir_cost
+            self.blocks_in[d] += 1
+
+    def _drop(self, path, cost):
+        """Uncounts path; returns the directories it leaves empty, deepest first."""
+        self.used -= cost
+        gone = []
+        for d in self._dirs(path):
+            self.blocks_in[d] -= 1
+            if self.blocks_in[d] == 0:
+                del self.blocks_in[d]
+                self.used -= self.dir_cost
+                gone.append(d)
+        return gone
+
+    def adopt(self):
+        """Counts the *.bin files already under ROOT, oldest mtime least
+        recent (untimed set-up, before any thread runs)."""
+        found = []
+        for d, _, files in os.walk(self.root):
+            for f in files:
+                if f.endswith(".bin"):
+                    p = os.path.join(d, f)
+                    st = os.lstat(p)
+                    found.append((st.st_mtime_ns, p, st.st_blocks * 512))
+        for _, p, cost in sorted(found):
+            self.held[p] = cost
+            self._add(p, cost)
+        self.peak = max(self.peak, self.used)
+        return len(found)
+
+    def touch(self, path):
+        with self.lock:
+            if path in self.held:
+                self.held.move_to_end(path)
+
+    def reserve(self, path):
+        """Victims [(path, emptied dirs)] to evict before storing path, or
+        None when path is held or another thread is storing it."""
+        with self.lock:
+            if path in self.held or path in self.pending:
+                if path in self.held:
+                    self.held.move_to_end(path)
+                return None
+            self.pending.add(path)
+            self._add(path, self.block_cost)
+            victims = []
+            while self.used > self.budget and self.held:
+                vp, cost = self.held.popitem(last=False)
+                victims.append((vp, self._drop(vp, cost)))
+                self.evictions += 1
+            if self.used > self.budget:
+                self.over += 1  # the stores in flight alone exceed it
+            self.peak = max(self.peak, self.used)
+            return victims
+
+    def commit(self, path):
+        with self.lock:
+            self.pending.discard(path)
+            self.held[path] = self.block_cost
+
+    def abandon(self, path):
+        with self.lock:
+            self.pending.discard(path)
+            gone = self._drop(path, self.block_cost)
+        for d in gone:
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+
+    @staticmethod
+    def evict(victims):
+        for vp, gone in victims:
+            try:
+                os.unlink(vp)
+            except FileNotFoundError:
+                pass
+            for d in gone:
+                try:
+                    os.rmdir(d)
+                except OSError:  # another thread's store is making it again
+                    pass
+
+    def store(self, path, write):
+        """The bounded store of one block: reserve, evict, write(path) (the
+        caller's vLLM-style store), count it most recent. A store that meets
+        ENOENT because a victim's directory was removed under it retries.
+        Returns False when path was already held or in flight."""
+        victims = self.reserve(path)
+        if victims is None:
+            return False
+        self.evict(victims)
+        try:
+            for attempt in range(5):
+                try:
+                    write(path)
+                    break
+                except FileNotFoundError:
+                    if attempt == 4:
+                        raise
+        except BaseException:
+            self.abandon(path)
+            raise
+        self.commit(path)
+        return True
+
+    def summary(self):
+        with self.lock:
+            return {"budget": self.budget, "used": self.used, "peak": self.peak,
+                    "held": len(self.held), "evictions": self.evictions,
+                    "over_budget": self.over, "dir_cost": self.dir_cost}
+
+
 # ---------------------------------------------------------------- store / load
 
 def direct_write_works(root):
@@ -140,25 +308,57 @@ def direct_write_works(root):
 
 
 def cmd_store(a):
+    a.root = os.path.abspath(a.root)  # BudgetLRU counts directories up to it
     hashes = [block_hash(a.seed, i) for i in range(a.n)]
     fill = hashlib.sha256(a.seed.encode()).digest() * 128  # 4 KiB pattern
     bufs = [aligned_buffer(a.size, fill) for _ in range(a.threads)]
     err = Errors()
     direct = not a.buffered and direct_write_works(a.root)
+    lru = None
+    if a.lru_budget:
+        lru = BudgetLRU(a.root, a.lru_budget, a.size)
+        if a.lru_adopt:
+            lru.adopt()
+    lat = [[] for _ in range(a.threads)]
+    clock = time.perf_counter_ns
+
+    def write(dest, buf):
+        store_file(dest, buf, direct=direct)
 
     def work(t, hs):
         buf = bufs[t]
+        mine = lat[t]
         for h in hs:
             dest = block_path(a.root, h)
+            t0 = clock()
             try:
                 if os.path.exists(dest):
                     continue
-                store_file(dest, buf, direct=direct)
+                if lru:
+                    lru.store(dest, lambda p: write(p, buf))
+                else:
+                    write(dest, buf)
             except OSError as e:
                 err.add(f"store {dest}: {e}")
+            mine.append(clock() - t0)
 
+    cpu0 = os.times()
     secs = run_threads(a.threads, hashes, work)
-    emit("store", a.n, a.n * a.size, secs, err.n, direct=direct)
+    cpu1 = os.times()
+    extra = {"direct": direct, "lat_us": {"store": percentiles([x for l in lat for x in l])},
+             "cpu_s": round(cpu1.user + cpu1.system - cpu0.user - cpu0.system, 3)}
+    if lru:
+        extra["lru"] = lru.summary()
+    emit("store", a.n, a.n * a.size, secs, err.n, **extra)
+
+
+def percentiles(ns):
+    """p50 and p99 (nearest rank) of latencies in ns, in microseconds."""
+    if not ns:
+        return {"n": 0, "p50": None, "p99": None}
+    ns = sorted(ns)
+    rank = lambda q: ns[min(len(ns) - 1, max(0, -(-len(ns) * q // 100) - 1))]
+    return {"n": len(ns), "p50": round(rank(50) / 1000, 1), "p99": round(rank(99) / 1000, 1)}
 
 
 def cmd_load(a):
@@ -222,12 +422,19 @@ def cmd_fiobw(a):
 
 
 def cmd_metric(a):
-    """Evaluates EXPR over the last JSON line of FILE (fields as names)."""
+    """Evaluates each EXPR over the last JSON line of FILE (fields as names),
+    one value a line; an expression that fails prints None."""
     with open(a.file) as f:
         lines = [l for l in f.read().splitlines() if l.startswith("{")]
     d = json.loads(lines[-1])
-    v = eval(a.expr, {"__builtins__": {}}, d)  # our own expressions only
-    print(f"{v:.6g}" if isinstance(v, float) else v)
+    for expr in a.expr:
+        try:
+            v = eval(expr, {"__builtins__": {}}, d)  # our own expressions only
+        except (KeyError, TypeError, ZeroDivisionError, NameError):
+            if len(a.expr) == 1:
+                raise
+            v = None
+        print(f"{v:.6g}" if isinstance(v, float) else v)
 
 
 def cmd_probe(a):
@@ -291,7 +498,10 @@ def main():
         s.set_defaults(fn=fn)
         return s
 
-    blocks_cmd("store", cmd_store).add_argument("--buffered", action="store_true", help="no O_DIRECT")
+    s = blocks_cmd("store", cmd_store)
+    s.add_argument("--buffered", action="store_true", help="no O_DIRECT")
+    s.add_argument("--lru-budget", type=parse_size, help="keep ROOT within this many bytes by an exact in-process LRU (BudgetLRU)")
+    s.add_argument("--lru-adopt", action="store_true", help="with --lru-budget: count the *.bin already in ROOT first (oldest mtime least recent)")
     blocks_cmd("load", cmd_load).add_argument("--direct", action="store_true", help="O_DIRECT")
     blocks_cmd("mkfiles", cmd_mkfiles).add_argument("--layout", choices=["vllm", "h3"], default="vllm")
     blocks_cmd("path", cmd_path).add_argument("--layout", choices=["vllm", "h3"], default="vllm")
@@ -304,7 +514,7 @@ def main():
     s.set_defaults(fn=cmd_fiobw)
     s = sub.add_parser("metric")
     s.add_argument("file")
-    s.add_argument("expr")
+    s.add_argument("expr", nargs="+")
     s.set_defaults(fn=cmd_metric)
     blocks_cmd("probe", cmd_probe).add_argument("--again", action="store_true", help="time a second pass")
     s = sub.add_parser("mkflat")

@@ -20,9 +20,21 @@ Block i lives at ROOT/h[0:3]/h[3:5]/h.bin with h = sha256("trace:<i>"), and
 holds the 8-byte little-endian id i repeated. Prints one JSON line:
   {"op": "trace", "requests", "refs", "hits", "stores", "loads", "load_misses",
    "bytes", "seconds", "errors", "direct"}
+   "lat_us", "cpu_s"[, "lru"]}
 where `hits` counts block references served from the directory, `seconds`
 covers only the replay, and `errors` counts wrong bytes and failures other
-than a load's ENOENT (a clean miss).
+than a load's ENOENT (a clean miss). `lat_us` has the count, p50 and p99 in
+microseconds of each probe (one exists()), load (open, readv, close) and
+store (from its exists() to its rename, with any eviction the replayer does
+itself); `cpu_s` is this process's user+system CPU over the replay.
+
+With --lru-budget BYTES the replayer is the fair native baseline of a
+bounded mount: it keeps ROOT within BYTES itself, by an exact LRU over its
+own loads and stores (kvbench.BudgetLRU: a load and a store make a block
+most recent; before a store it unlinks its least recently used blocks, and
+removes the directories they emptied, until the block fits; it counts block
+files and directories as du does, as boundfs counts usage). "lru" then has
+the blocks held at the end, evictions and peak bytes counted.
 
   trace.py run ROOT      replay the trace into ROOT
   trace.py lru N         hit ratio of an ideal block LRU holding N blocks,
@@ -32,7 +44,8 @@ than a load's ENOENT (a clean miss).
                          from two boundfs status JSONs taken around a run
                          and the run's JSON line: FUSE requests per stored
                          block (all requests of the run / blocks stored),
-                         daemon syscalls per FUSE request; fails when usage
+                         daemon syscalls per FUSE request and per stored
+                         block; fails when usage
                          went over MAX bytes + 1 MiB
   trace.py loadpass BACKING MNT N
                          loads (O_DIRECT, bytes checked) N block files of
@@ -54,8 +67,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kvbench import O_DIRECT, Errors, aligned_buffer, block_hash, direct_write_works  # noqa: E402
-from kvblocks import store_file  # noqa: E402  (kvbench put scripts/ on the path)
+from kvbench import O_DIRECT, BudgetLRU, Errors, aligned_buffer, block_hash, direct_write_works, percentiles  # noqa: E402
+from kvblocks import parse_size, store_file  # noqa: E402  (kvbench put scripts/ on the path)
 
 # ../shared next to the repository (as in CI), or $BOUNDFS_SHARED
 SHARED = os.environ.get("BOUNDFS_SHARED") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared")
@@ -95,19 +108,25 @@ class Counts:
 
 
 def cmd_run(a):
+    a.root = os.path.abspath(a.root)  # BudgetLRU counts directories up to it
     chains = read_trace(a.trace, a.requests)
     size = a.block_size
     err = Errors()
     counts = Counts()
     direct = not a.buffered and direct_write_works(a.root)
     odirect = O_DIRECT if direct else 0
+    lru = BudgetLRU(a.root, a.lru_budget, size) if a.lru_budget else None
     work = queue.Queue()
     for chain in chains:
         work.put(chain)
+    clock = time.perf_counter_ns
+    lat = {"probe": [], "load": [], "store": []}  # ns per call, all threads
+    lat_lock = threading.Lock()
 
-    def load(buf, bid):
+    def load(buf, bid, mine):
         """True when the block was read whole and exact; False on a clean miss."""
         p = path_of(a.root, bid)
+        t0 = clock()
         try:
             fd = os.open(p, os.O_RDONLY | odirect)
         except FileNotFoundError:
@@ -116,41 +135,56 @@ def cmd_run(a):
             n = os.readv(fd, [buf])
         finally:
             os.close(fd)
+        mine.append(clock() - t0)
         if n != size:
             counts.add(short_loads=1)
             return False
         if buf[:size] != pattern(bid, size):
             err.add(f"wrong bytes in block {bid} ({p})")
             return False
+        if lru:
+            lru.touch(p)
         return True
 
-    def store(buf, bid):
+    def store(buf, bid, mine):
         dest = path_of(a.root, bid)
+        t0 = clock()
         if os.path.exists(dest):
+            if lru:
+                lru.touch(dest)
             return False
         def content():
             buf[:size] = pattern(bid, size)
             return buf
 
-        store_file(dest, content, direct=direct)
-        return True
+        if lru:
+            stored = lru.store(dest, lambda p: store_file(p, content, direct=direct))
+        else:
+            store_file(dest, content, direct=direct)
+            stored = True
+        mine.append(clock() - t0)
+        return stored
 
     def worker():
         buf = aligned_buffer(size, b"")
+        mine = {k: [] for k in lat}
         while True:
             try:
                 chain = work.get_nowait()
             except queue.Empty:
-                return
+                break
             hit = 0
             for bid in chain:
-                if not os.path.exists(path_of(a.root, bid)):
+                t0 = clock()
+                there = os.path.exists(path_of(a.root, bid))
+                mine["probe"].append(clock() - t0)
+                if not there:
                     break
                 hit += 1
             loaded = 0
             for bid in chain[:hit]:
                 try:
-                    if not load(buf, bid):
+                    if not load(buf, bid, mine["load"]):
                         break
                 except OSError as e:
                     err.add(f"load {bid}: {e}")
@@ -159,20 +193,25 @@ def cmd_run(a):
             stored = 0
             for bid in chain[loaded:]:
                 try:
-                    stored += store(buf, bid)
+                    stored += store(buf, bid, mine["store"])
                 except OSError as e:
                     if e.errno == errno.ENOSPC:
                         counts.add(enospc=1)
                     err.add(f"store {bid}: {e}")
             counts.add(refs=len(chain), hits=loaded, load_misses=hit - loaded, stores=stored, loads=loaded)
+        with lat_lock:
+            for k, v in mine.items():
+                lat[k] += v
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(a.threads)]
+    cpu0 = os.times()
     t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     secs = time.perf_counter() - t0
+    cpu1 = os.times()
     c = counts.c
     out = {
         "op": "trace",
@@ -188,7 +227,11 @@ def cmd_run(a):
         "seconds": round(secs, 6),
         "errors": err.n,
         "direct": direct,
+        "lat_us": {k: percentiles(v) for k, v in lat.items()},
+        "cpu_s": round(cpu1.user + cpu1.system - cpu0.user - cpu0.system, 3),
     }
+    if lru:
+        out["lru"] = lru.summary()
     print(json.dumps(out), flush=True)
 
 
@@ -232,7 +275,7 @@ def cmd_requests(a):
     if after["usage"] > a.max + (1 << 20):
         sys.exit(f"usage {after['usage']} > max_size {a.max} + 1 MiB")
     if "requests" not in after:
-        print(json.dumps({"per_store": None, "syscalls_per_request": None}))
+        print(json.dumps({"per_store": None, "syscalls_per_request": None, "syscalls_per_store": None}))
         return
     reqs = total_requests(after) - total_requests(before)
     calls = after.get("syscalls", 0) - before.get("syscalls", 0)
@@ -240,6 +283,7 @@ def cmd_requests(a):
         "requests": reqs,
         "per_store": round(reqs / run["stores"], 3) if run["stores"] else None,
         "syscalls_per_request": round(calls / reqs, 3) if reqs else None,
+        "syscalls_per_store": round(calls / run["stores"], 3) if run["stores"] else None,
         "by_opcode": {
             k: v - before.get("requests", {}).get(k, 0)
             for k, v in sorted(after["requests"].items())
@@ -288,6 +332,8 @@ def main():
     r.add_argument("--block-size", type=int, default=64 << 10, help="bytes per block, a multiple of 4096")
     r.add_argument("--threads", type=int, default=4)
     r.add_argument("--buffered", action="store_true", help="no O_DIRECT")
+    r.add_argument("--lru-budget", type=parse_size, metavar="BYTES",
+                   help="the native baseline of a bounded mount: keep ROOT within BYTES by an exact in-process LRU")
     r.set_defaults(fn=cmd_run)
     lr = sub.add_parser("lru")
     lr.add_argument("n", type=int, help="blocks the ideal LRU holds")
