@@ -1,6 +1,7 @@
 //! `boundfs`: argv → options → (detach) → mount → serve until a signal or
 //! umount → exit. Also `boundfs status|set MOUNTPOINT …`, and the mount(8)
-//! helper when started as `mount.fuse.boundfs`.
+//! helper when started as `mount.fuse.boundfs`, and the watchdog of a mount
+//! when started as `boundfs-watchdog` (see `daemon::watchdog`).
 //!
 //! Exit codes: 0 success (in daemon mode: the mount is live), 1 runtime
 //! failure (mount refused …), 2 bad input. As the mount(8) helper, mount(8)'s
@@ -9,7 +10,7 @@
 use std::ffi::OsString;
 use std::process::exit;
 
-use boundfs::daemon::{self, cli, ctl, daemonize, mount_helper, sdnotify::Notify};
+use boundfs::daemon::{self, cli, ctl, daemonize, mount_helper, sdnotify::Notify, watchdog};
 use boundfs::{claim, config, logging};
 use clap::Parser;
 
@@ -21,6 +22,9 @@ struct Codes {
 
 fn main() {
     let argv: Vec<OsString> = std::env::args_os().collect();
+    if argv.first().is_some_and(|a| watchdog::invoked_as_watchdog(a)) {
+        watchdog::main(&argv);
+    }
     if let Some(cmd) = ctl::subcommand(&argv) {
         exit(run_ctl(cmd, &argv[1..]));
     }

@@ -13,6 +13,7 @@ pub mod daemonize;
 pub mod metrics;
 pub mod mount_helper;
 pub mod sdnotify;
+pub mod watchdog;
 
 #[cfg(test)]
 mod docs_tests;
@@ -151,6 +152,22 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
             })
             .map_err(|e| e.to_string())?
     };
+    // Spawned here, by the main thread, once the session serves: a daemon
+    // killed from now on has its connection aborted if it cannot close it.
+    let log_to = match &opts.log_file {
+        Some(p) => watchdog::LogTo::File(p.clone()),
+        None if !opts.foreground && !notify.requested() => watchdog::LogTo::Syslog,
+        None => watchdog::LogTo::Stderr,
+    };
+    let watchdog = watchdog::start(&opts.mountpoint, &log_to)
+        .map_err(|e| {
+            log::warn!(
+                "no watchdog ({e}): if this daemon is killed while a client waits on it, the mount's clients \
+                 may hang until its connection is aborted by hand (echo 1 > {}/N/abort)",
+                watchdog::CTL
+            )
+        })
+        .ok();
     let sig_handle = signals.handle();
     let sig_thread = thread::spawn(move || {
         for s in signals.forever() {
@@ -276,6 +293,8 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     }
     sig_handle.close();
     let _ = sig_thread.join();
+    // A clean end: the watchdog has nothing to watch.
+    drop(watchdog);
     log::info!(
         "unmounted {}; {} stamps written; final status {}",
         opts.mountpoint.display(),
