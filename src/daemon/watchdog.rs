@@ -10,7 +10,9 @@
 //! directory holds while it waits for the daemon's reply. Killed at that
 //! moment (SIGKILL, an OOM kill), the daemon's other threads die, the reply
 //! never comes, the invalidator never gets the lock, /dev/fuse never closes:
-//! every client of the mount waits forever. Aborting the connection through
+//! every client of the mount waits forever (the warm thread's lookups through
+//! the mount can wait the same way, on a directory's lock in the kernel's
+//! lookup). Aborting the connection through
 //! fusectl (`/sys/fs/fuse/connections/N/abort`, N the mount's device minor)
 //! ends the pending requests, which frees the lock, which lets the stuck
 //! thread finish exiting.
@@ -212,15 +214,28 @@ pub fn main(argv: &[OsString]) -> ! {
         libc::sigemptyset(&mut wake);
         libc::sigaddset(&mut wake, WAKE);
         libc::sigprocmask(libc::SIG_BLOCK, &wake, std::ptr::null_mut());
-        // Asked for after the block, so it cannot end us; a death before
-        // this call shows in dying() below.
+        // Asked for after the block, so it cannot end us. A death before
+        // this call shows below: the main thread (the process's first, its
+        // id the process id) is a zombie while another thread is still in
+        // the kernel, and we have another parent once all have exited.
         libc::prctl(libc::PR_SET_PDEATHSIG, WAKE as libc::c_ulong);
     }
-    while !dying(pid) {
-        // The signal is the wake-up; /proc says what happened. The timeout
-        // only bounds a wake-up lost in a way not foreseen.
+    // /proc shows the daemon's threads only if it belongs to our pid
+    // namespace; otherwise the parent-death signal alone tells.
+    let proc_ours = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| s.split(' ').next()?.parse::<u32>().ok())
+        .is_some_and(|p| p == std::process::id());
+    let mut parent_died = false;
+    while !(parent_died || gone(pid) || (proc_ours && state(pid, pid) == Some('Z'))) {
+        // The timeout only bounds a wake-up lost in a way not foreseen.
         let t = libc::timespec { tv_sec: 10, tv_nsec: 0 };
-        unsafe { libc::sigtimedwait(&wake, std::ptr::null_mut(), &t) };
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        if unsafe { libc::sigtimedwait(&wake, &mut info, &t) } == WAKE {
+            // Sent by the kernel on behalf of the exiting parent thread (its
+            // process id), not by someone's kill.
+            parent_died = unsafe { info.si_pid() } == pid;
+        }
     }
     let deadline = Instant::now() + GRACE;
     while Instant::now() < deadline {
@@ -243,13 +258,6 @@ pub fn main(argv: &[OsString]) -> ! {
         log::warn!("daemon {pid} died; aborting FUSE connection {conn} failed: {}", std::io::Error::last_os_error());
     }
     std::process::exit(0);
-}
-
-/// Whether daemon `pid` (our parent) is dying: its main thread has exited
-/// (the process shows as a zombie while another thread is still in the
-/// kernel), or it is gone altogether.
-fn dying(pid: libc::pid_t) -> bool {
-    gone(pid) || matches!(state(pid, pid), Some('Z' | 'X') | None)
 }
 
 /// Whether every thread of daemon `pid` has exited: we were handed to
