@@ -37,7 +37,8 @@
 //! Needs fusectl mounted at /sys/fs/fuse/connections: a root daemon mounts
 //! it if it is not; a daemon that is not root (fusermount3) uses it if it is
 //! there (systemd mounts it at boot; the connection's files belong to the
-//! user who mounted), else runs without a watchdog and says so.
+//! user who mounted), else runs without a watchdog and says so. While a
+//! watchdog runs, fusectl cannot be unmounted (its `abort` file is open).
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -88,8 +89,9 @@ impl Drop for Watchdog {
 }
 
 /// Starts the watchdog of the mount at `mountpoint` (canonical, mounted by
-/// this process), which must be served already. Call it from the main
-/// thread: the watchdog acts when the thread that started it exits. Errors
+/// this process; it asks the mount nothing). Call it from the main thread,
+/// before any thread that could wait on the mount in the kernel starts: the
+/// watchdog acts when the thread that started it exits. Errors
 /// (a one-line reason; the daemon serves on without a watchdog): the mount
 /// is not in /proc/self/mountinfo, fusectl is not mounted and cannot be
 /// (not root), its `abort` file cannot be opened, the spawn failed.
