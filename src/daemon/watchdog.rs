@@ -247,7 +247,7 @@ pub fn main(argv: &[OsString]) -> ! {
         std::thread::sleep(Duration::from_millis(20));
     }
     let r = unsafe { libc::write(ABORT_FD, b"1".as_ptr().cast(), 1) };
-    let stuck = stuck_threads(pid);
+    let stuck = if proc_ours { stuck_threads(pid) } else { "threads unknown: /proc is another pid namespace's".into() };
     if r == 1 {
         log::warn!(
             "daemon {pid} died and had not finished exiting {} ms later ({stuck}): aborted its FUSE connection \
