@@ -186,20 +186,27 @@ pub struct MountEntry {
     pub fstype: String,
     /// The source (for boundfs: BACKING, canonical), unescaped.
     pub source: String,
+    /// The device of the mount's filesystem, `(major, minor)`: for a FUSE
+    /// mount `(0, N)`, N naming its connection in /sys/fs/fuse/connections.
+    pub dev: (u32, u32),
 }
 
-/// Every mount in /proc/self/mountinfo, in its order (proc(5): field 5 is
-/// the mount point with octal escapes; fstype and source follow " - ").
+/// Every mount in /proc/self/mountinfo, in its order (proc(5): field 3 is
+/// the device major:minor, field 5 the mount point with octal escapes;
+/// fstype and source follow " - ").
 /// Empty if it cannot be read.
 pub fn mounts() -> Vec<MountEntry> {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
     info.lines()
         .filter_map(|line| {
             let (left, right) = line.split_once(" - ")?;
-            let point = PathBuf::from(unescape(left.split(' ').nth(4)?));
+            let mut l = left.split(' ');
+            let (major, minor) = l.nth(2)?.split_once(':')?;
+            let dev = (major.parse().ok()?, minor.parse().ok()?);
+            let point = PathBuf::from(unescape(l.nth(1)?));
             let mut r = right.split(' ');
             let (fstype, source) = (r.next()?.to_string(), unescape(r.next()?));
-            Some(MountEntry { point, fstype, source })
+            Some(MountEntry { point, fstype, source, dev })
         })
         .collect()
 }
@@ -250,6 +257,14 @@ mod tests {
         assert_eq!(shell_word(Path::new("/mnt/kv-1")), "/mnt/kv-1");
         assert_eq!(shell_word(Path::new("/mnt/k v")), "'/mnt/k v'");
         assert_eq!(shell_word(Path::new("/mnt/it's")), "'/mnt/it'\\''s'");
+    }
+
+    #[test]
+    fn a_mounts_device_is_its_st_dev() {
+        use std::os::unix::fs::MetadataExt;
+        let proc_ = mounts().into_iter().rev().find(|m| m.point == Path::new("/proc")).expect("/proc is mounted");
+        let dev = std::fs::metadata("/proc").unwrap().dev();
+        assert_eq!(proc_.dev, (libc::major(dev), libc::minor(dev)));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `boundfs`: argv → options → (detach) → mount → serve until a signal or
 //! umount → exit. Also `boundfs status|set MOUNTPOINT …`, and the mount(8)
-//! helper when started as `mount.fuse.boundfs`.
+//! helper when started as `mount.fuse.boundfs`, and the watchdog of a mount
+//! when started as `boundfs-watchdog` (see `daemon::watchdog`).
 //!
 //! Exit codes: 0 success (in daemon mode: the mount is live), then one per
 //! kind of failure (`boundfs::exit::Exit`): 1 runtime failure (mount
@@ -10,7 +11,7 @@
 use std::ffi::OsString;
 use std::process::exit;
 
-use boundfs::daemon::{self, cli, ctl, daemonize, mount_helper, sdnotify::Notify};
+use boundfs::daemon::{self, cli, ctl, daemonize, mount_helper, sdnotify::Notify, watchdog};
 use boundfs::exit::Exit;
 use boundfs::{claim, config, logging};
 use clap::Parser;
@@ -31,6 +32,9 @@ impl Codes {
 
 fn main() {
     let argv: Vec<OsString> = std::env::args_os().collect();
+    if argv.first().is_some_and(|a| watchdog::invoked_as_watchdog(a)) {
+        watchdog::main(&argv);
+    }
     if let Some(cmd) = ctl::subcommand(&argv) {
         exit(run_ctl(cmd, &argv[1..]));
     }

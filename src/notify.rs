@@ -6,6 +6,12 @@
 //! handlers only queue invalidations here, and may wait (bounded) until theirs
 //! has been sent, so that a stat right after an eviction already says ENOENT.
 //!
+//! The wait for that lock is uninterruptible: a SIGKILL that finds this
+//! thread there while a client's MKDIR in the same directory waits for a
+//! reply leaves it there, and the process with it, /dev/fuse open. The
+//! mount's watchdog process (`daemon::watchdog`) aborts the connection then,
+//! which ends the MKDIR and lets this thread go.
+//!
 //! A removal reserves its place in the queue before the ledger marks the file
 //! as leaving ([`Invalidator::reserve`]): an OPEN refused from that moment on
 //! waits with [`Invalidator::wait_all`] for that place too, so its ENOENT never

@@ -1,7 +1,8 @@
-//! The daemon's life: index BACKING, mount, run the event loops and the
-//! background threads (evictor, invalidator, stamper, metrics writer), report
-//! readiness, wait for SIGINT/SIGTERM or an external `umount`, then stop
-//! everything in order and report.
+//! The daemon's life: index BACKING, mount, start the mount's watchdog
+//! process (`watchdog`), run the event loops and the background threads
+//! (evictor, invalidator, stamper, metrics writer), report readiness, wait
+//! for SIGINT/SIGTERM or an external `umount`, then stop everything in order
+//! (the watchdog last) and report.
 //!
 //! Signals: SIGINT/SIGTERM unmount (lazily when busy, with a log line), let
 //! the stamper write the pending mtime stamps, and exit 0; a second one exits
@@ -14,6 +15,7 @@ pub mod metrics;
 pub mod mount_error;
 pub mod mount_helper;
 pub mod sdnotify;
+pub mod watchdog;
 
 #[cfg(test)]
 mod docs_tests;
@@ -169,6 +171,27 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
                 if s.load(Ordering::Relaxed) { " (stopped early)" } else { "" }
             );
         }));
+    }
+    // Spawned here by the main thread, after the indexer (a first request
+    // finds BACKING's blocks counted sooner) and before the threads that
+    // can get stuck in the kernel on the mount (the invalidator, warm): a
+    // daemon killed from now on has its connection aborted if it cannot
+    // close it.
+    let log_to = match &opts.log_file {
+        Some(p) => watchdog::LogTo::File(p.clone()),
+        None if !opts.foreground && !notify.requested() => watchdog::LogTo::Syslog,
+        None => watchdog::LogTo::Stderr,
+    };
+    let watchdog = watchdog::start(&opts.mountpoint, &log_to)
+        .map_err(|e| {
+            log::warn!(
+                "no watchdog ({e}): if this daemon is killed while a client waits on it, the mount's clients \
+                 may hang until its connection is aborted by hand (echo 1 > {}/N/abort)",
+                watchdog::CTL
+            )
+        })
+        .ok();
+    {
         let (c, s) = (core.clone(), stop.clone());
         workers.push(
             thread::Builder::new().name("evictor".into()).spawn(move || evictor::run(c, || s.load(Ordering::Relaxed))),
@@ -270,6 +293,8 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     }
     sig_handle.close();
     let _ = sig_thread.join();
+    // A clean end: the watchdog has nothing to watch.
+    drop(watchdog);
     log::info!(
         "unmounted {}; {} stamps written; final status {}",
         opts.mountpoint.display(),
