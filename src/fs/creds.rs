@@ -62,12 +62,16 @@ impl AsCaller {
     /// set (none when unreadable) only for a `mode` asking for both;
     /// otherwise the thread's own stay.
     pub fn enter(who: Caller, daemon_is_root: bool, mode: u32) -> AsCaller {
+        let both = libc::S_ISGID | libc::S_IXGRP;
+        let groups = mode & both == both && mode & libc::S_IFMT != libc::S_IFDIR;
+        Self::switch(who, daemon_is_root, groups, true)
+    }
+
+    fn switch(who: Caller, daemon_is_root: bool, with_groups: bool, dac: bool) -> AsCaller {
         if !daemon_is_root || (who.uid == 0 && who.gid == 0) {
             return AsCaller { fs: false, groups: None };
         }
-        let both = libc::S_ISGID | libc::S_IXGRP;
-        let groups = (mode & both == both && mode & libc::S_IFMT != libc::S_IFDIR)
-            .then(|| (thread_groups(), privs::supplementary_groups(who.pid)));
+        let groups = with_groups.then(|| (thread_groups(), privs::supplementary_groups(who.pid)));
         crate::sys::tick();
         // SAFETY: plain system calls on this thread's credentials; the
         // pointer and length describe the caller's groups, alive for the call.
@@ -78,9 +82,29 @@ impl AsCaller {
             libc::syscall(libc::SYS_setfsgid, who.gid);
             libc::syscall(libc::SYS_setfsuid, who.uid);
         }
-        raise_dac();
+        if dac {
+            raise_dac();
+        }
         AsCaller { fs: true, groups: groups.map(|(ours, _)| ours) }
     }
+}
+
+/// Whether `who` may write the object open at `fd` (an `O_PATH` fd too) by
+/// its own permissions: mode bits, ACL, supplementary groups, no
+/// capability (the kernel's own check, `faccessat2(AT_EACCESS)`, made on
+/// this thread switched to the caller). True when the daemon is not root
+/// or the caller is root (nothing to switch to).
+pub fn may_write(who: Caller, daemon_is_root: bool, fd: std::os::fd::RawFd) -> bool {
+    if !daemon_is_root || who.uid == 0 {
+        return true;
+    }
+    let _as = AsCaller::switch(who, daemon_is_root, true, false);
+    crate::sys::tick();
+    // SAFETY: an fd and a NUL-terminated empty path, valid for the call.
+    let r = unsafe {
+        libc::syscall(libc::SYS_faccessat2, fd, c"".as_ptr(), libc::W_OK, libc::AT_EACCESS | libc::AT_EMPTY_PATH)
+    };
+    r == 0
 }
 
 impl Drop for AsCaller {
@@ -168,5 +192,24 @@ mod tests {
         std::fs::write(dir.path().join("after"), b"y").expect("create after");
         let m = std::fs::metadata(dir.path().join("after")).expect("stat");
         assert_eq!((m.uid(), m.gid()), (0, 0), "root again after the guard");
+    }
+
+    /// As root: a caller's own permissions decide, not the daemon's.
+    #[test]
+    fn may_write_checks_the_callers_permissions() {
+        use std::os::fd::AsRawFd;
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("f");
+        std::fs::write(&f, b"x").expect("create");
+        let fd = std::fs::File::open(&f).expect("open");
+        let nobody = Caller { uid: 65534, gid: 65534, pid: 0 };
+        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o644)).expect("chmod");
+        assert!(!may_write(nobody, true, fd.as_raw_fd()), "0644 root file");
+        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o646)).expect("chmod");
+        assert!(may_write(nobody, true, fd.as_raw_fd()), "0646 root file");
+        std::fs::write(dir.path().join("after"), b"y").expect("root again after the check");
     }
 }

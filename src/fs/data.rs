@@ -98,31 +98,42 @@ fn dtype(t: u8) -> fuser::FileType {
 /// A SETATTR with nothing to set is the kernel asking the daemon to kill
 /// privileges (FUSE_HANDLE_KILLPRIV_V2): for chown(f, -1, -1), or
 /// file_remove_privs() before an fallocate (chown_common() in fs/open.c,
-/// file_remove_privs() in fs/inode.c); the kernel sends it only when its
-/// own check, with the caller's credentials, says something goes. For a
-/// caller without CAP_FSETID (`killer`: not root) the set-ID bits go as
-/// [`privs::after_change`] says, and security.capability with them. For root
-/// only security.capability goes (the two requests look alike, and root's
-/// fallocate keeps the set-ID bits; root's chown(f, -1, -1) therefore keeps
-/// them on the mount, where a plain directory clears them). Directories are
-/// left alone. Failures are logged at debug level: the request itself set
-/// nothing.
-fn kill_privs_empty_setattr(i: &super::Inode, killer: Option<Caller>) {
+/// file_remove_privs() in fs/inode.c); the two look alike. For a caller
+/// without CAP_FSETID (`killer`: not root) the set-ID bits go as
+/// [`privs::after_change`] says, and security.capability with them, when
+/// the caller owns the file or may write it (an fallocate needs a writable
+/// open). Anyone else can only be asking chown(f, -1, -1), which the kernel
+/// refuses natively (EPERM: the mode change it implies is the owner's)
+/// when a set-ID bit would go, and which otherwise removes
+/// security.capability only. For root only security.capability goes
+/// (root's fallocate keeps the set-ID bits; root's chown(f, -1, -1)
+/// therefore keeps them on the mount, where a plain directory clears them).
+/// Directories are left alone. Errors: EPERM as above; other failures are
+/// logged at debug level.
+fn kill_privs_empty_setattr(i: &super::Inode, killer: Option<Caller>, daemon_is_root: bool) -> OpResult<()> {
     if i.fmt == libc::S_IFDIR {
-        return;
+        return Ok(());
     }
     sys::tick();
     let fd = i.fd().as_raw_fd();
+    let st = sys::fstat(i.fd())?;
+    let keep = killer.map(|who| (who, privs::after_change(st.st_mode, st.st_gid, false, |g| who.in_group(g))));
+    if let Some((who, Some(_))) = keep {
+        if who.uid != st.st_uid && !super::creds::may_write(who, daemon_is_root, fd) {
+            return Err(Errno::EPERM);
+        }
+    }
     let mut r = match sys::xattr::remove(fd, std::ffi::OsStr::new("security.capability")) {
         Err(e) if e == Errno::ENODATA => Ok(()),
         r => r,
     };
-    if let (Some(who), Ok(st)) = (killer, sys::fstat(i.fd())) {
-        r = r.and(chmod_dropped(fd, privs::after_change(st.st_mode, st.st_gid, false, |g| who.in_group(g))));
+    if let Some((_, keep)) = keep {
+        r = r.and(chmod_dropped(fd, keep));
     }
     if let Err(e) = r {
         log::debug!("killing privileges of inode {} failed: {e:?}", i.ino);
     }
+    Ok(())
 }
 
 /// Sets the permission bits `keep` (from `privs`) on the object open at
@@ -285,8 +296,18 @@ impl Core {
             check(unsafe { libc::chmod(p.as_ptr(), m & 0o7777) })?;
         }
         if uid.is_some() || gid.is_some() {
+            let before = sys::fstat(i.fd())?;
             let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
             check(unsafe { libc::fchownat(i.fd().as_raw_fd(), c"".as_ptr(), u, g, libc::AT_EMPTY_PATH) })?;
+            // The daemon's chown dropped S_ISUID, and S_ISGID only when
+            // group-executable (root is in every group); a caller outside the
+            // file's group loses S_ISGID too (chown_common() in fs/open.c).
+            if let Some(who) = killer.filter(|_| i.fmt != libc::S_IFDIR && mode.is_none()) {
+                if before.st_mode & libc::S_ISGID != 0 && !who.in_group(before.st_gid) {
+                    let now = sys::fstat(i.fd())?.st_mode;
+                    chmod_dropped(i.fd().as_raw_fd(), Some(now & 0o7777 & !libc::S_ISGID))?;
+                }
+            }
         }
         if let Some(sz) = size {
             match fh.map(|f| self.handle(f)) {
@@ -300,7 +321,7 @@ impl Core {
             check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), ts.as_ptr(), 0) })?;
         }
         if mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() && atime.is_none() && mtime.is_none() {
-            kill_privs_empty_setattr(&i, killer);
+            kill_privs_empty_setattr(&i, killer, self.euid == 0)?;
         }
         let mut st = sys::fstat(i.fd())?;
         if let (Some(who), Some(_), None) = (killer, size, mode) {

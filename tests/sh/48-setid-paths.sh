@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set-user-ID and set-group-ID after a change by an unprivileged user, on
 # every path a change takes (write-only, append, read-write, O_DIRECT,
-# O_TRUNC, ftruncate, truncate, fallocate, copy_file_range, mmap), seen
+# O_TRUNC, ftruncate, truncate, fallocate, copy_file_range, mmap) and after
+# a chown, seen
 # through the path right after the change, as a user sees it: the mount
 # must show what a plain directory shows (the kernel's rule: set-user-ID
 # goes; set-group-ID goes when the file is group-executable or the user is
@@ -52,6 +53,20 @@ for way in $WAYS; do
         fi
     done
 done
+# chown: by someone else, chown(f, -1, -1) on a set-user-ID file is refused
+# and changes nothing (it reaches the daemon as the same empty SETATTR as an
+# fallocate's); by the owner outside the file's group, set-group-ID goes
+chown_case() { # DIR: "errno mode" after nobody's chown(-1,-1) of root's 4755, then the owner's chown of a 2767 file
+    local d=$1 r1 r2
+    head -c 16 /dev/zero >"$d/chown-other"; chmod 4755 "$d/chown-other"
+    r1=$(as_user "$BFS_USER_PY" "$BFS_HELPERS/op.py" lchown "$d/chown-other" -1 -1 | cut -d' ' -f1)
+    head -c 16 /dev/zero >"$d/chown-own"; chown "$BFS_UID:root" "$d/chown-own"; chmod 2767 "$d/chown-own"
+    r2=$(as_user "$BFS_USER_PY" "$BFS_HELPERS/op.py" lchown "$d/chown-own" "$BFS_UID" -1 | cut -d' ' -f1)
+    echo "$r1 $(stat -c %a "$d/chown-other") $r2 $(stat -c %a "$d/chown-own")"
+}
+want=$(chown_case "$PLAIN")
+assert_eq "EPERM 4755 OK 767" "$want" "chown on a plain directory (the rule itself)"
+assert_eq "$want" "$(chown_case "$MNT/d")" "chown through the mount"
 log "$n cases, $bad differ from a plain directory"
 assert_eq 0 "$bad" "set-ID bits after a change agree with a plain directory"
 bfs_unmount
