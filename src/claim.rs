@@ -41,6 +41,23 @@ pub struct BackingClaim {
 /// cannot be opened or locked.
 pub fn claim(backing: &Path) -> Result<BackingClaim, Failure> {
     let mounts = boundfs_mounts();
+    // BACKING on a live boundfs mount: two budgets over one tree, each
+    // evicting the other's blocks (found by a fresh-user check).
+    if let Some((source, point)) = mounts.iter().find(|(_, p)| backing.starts_with(p) && alive(p)) {
+        let inner = match backing.strip_prefix(point) {
+            Ok(rel) if !rel.as_os_str().is_empty() => Path::new(source).join(rel),
+            _ => PathBuf::from(source),
+        };
+        let msg = format!(
+            "backing directory {} is on the boundfs mounted at {}: a budget inside a budget; give its own backing \
+             path {} instead, or unmount that mount first (umount {})",
+            backing.display(),
+            point.display(),
+            inner.display(),
+            shell_word(point)
+        );
+        return Err(Failure::new(Exit::InUse, msg));
+    }
     for (source, point) in &mounts {
         let src = Path::new(source);
         let nested = if src == backing {

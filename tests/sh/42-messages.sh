@@ -63,6 +63,10 @@ mkdir -p "$BFS_TMP/mnt2"
 one_line "same mountpoint" 3 "is already a boundfs mount" "$BOUNDFS" "$BACKING" "$MNT" -o max_size=8M
 one_line "same backing" 3 "is already served by the boundfs mounted at $MNT" \
     "$BOUNDFS" "$BACKING" "$BFS_TMP/mnt2" -o max_size=8M
+mkdir -p "$MNT/sub"
+one_line "backing on a boundfs mount" 3 "is on the boundfs mounted at $MNT: a budget inside a budget; give its own backing path $BACKING/sub" \
+    "$BOUNDFS" "$MNT/sub" "$BFS_TMP/mnt2" -o max_size=8M
+mountpoint -q "$BFS_TMP/mnt2" && fail "a boundfs was mounted over a boundfs mount's directory"
 one_line "bad input while mounted" 2 "max_size" "$BOUNDFS" "$BACKING" "$BFS_TMP/mnt2" -o max_size=lots
 
 # ---- a dead mount in the way: 4 for mount, status and set
