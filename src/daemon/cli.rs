@@ -371,6 +371,13 @@ pub fn options(a: Args, matches: &ArgMatches) -> Result<Options, ConfigError> {
         return err(format!("-o {o} was not rewritten into options (argv must go through cli::parse)"));
     }
     let Some(max_size) = a.max_size else { return err("max_size is required, e.g. -o max_size=24G") };
+    // A high watermark given alone at or below the default low one takes a
+    // low one 5 points under it (the defaults' gap) instead of a refusal
+    // about a value nobody gave.
+    let mut a = a;
+    if matches.value_source("low_watermark") == Some(ValueSource::DefaultValue) && a.low_watermark >= a.high_watermark {
+        a.low_watermark = if a.high_watermark > 0.1 { a.high_watermark - 0.05 } else { a.high_watermark / 2.0 };
+    }
     if a.low_watermark >= a.high_watermark {
         return err(format!("low_watermark ({}) must be below high_watermark ({})", a.low_watermark, a.high_watermark));
     }

@@ -246,3 +246,12 @@ fn dash_o_takes_every_value_the_long_option_takes() {
     let e = parse(&["--max-size", "32M,foo"]).unwrap_err();
     assert!(e.0.contains("',foo'"), "{}", e.0);
 }
+
+#[test]
+fn a_high_watermark_given_alone_brings_the_low_one_under_it() {
+    let o = parse(&["-o", "max_size=1G,high_watermark=0.8"]).unwrap();
+    assert_eq!((o.high_watermark, o.low_watermark), (0.8, 0.75));
+    let o = parse(&["-o", "max_size=1G,high_watermark=0.95"]).unwrap();
+    assert_eq!(o.low_watermark, crate::config::DEFAULT_LOW_WATERMARK, "above the default low one: unchanged");
+    assert!(parse(&["-o", "max_size=1G,high_watermark=0.8,low_watermark=0.85"]).is_err(), "both given: refused");
+}
