@@ -250,9 +250,18 @@ fn explain(mnt: &Path, e: std::io::Error, writing: bool) -> CtlError {
             format!("{m} is not a boundfs mount (no {STATS_XATTR}); give the mountpoint itself, see /proc/mounts")
         }
         Some(libc::ENOTCONN) => {
+            // The dead mount may be above the path given: name its mountpoint
+            // (from mountinfo; a stat there would fail the same way).
+            let abs = std::path::absolute(mnt).unwrap_or_else(|_| mnt.to_path_buf());
+            let point = crate::claim::mounts()
+                .into_iter()
+                .filter(|e| e.fstype == "fuse.boundfs" && abs.starts_with(&e.point))
+                .max_by_key(|e| e.point.as_os_str().len())
+                .map_or_else(|| mnt.to_path_buf(), |e| e.point);
             let msg = format!(
-                "{m}: transport endpoint is not connected (the daemon died); detach with `umount -l {m}` and mount \
-                 again"
+                "{m}: transport endpoint is not connected (the daemon died); detach with `umount -l {}` and mount \
+                 again",
+                crate::claim::shell_word(&point)
             );
             return CtlError { code: Exit::DeadMount.code(), msg };
         }

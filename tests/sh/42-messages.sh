@@ -74,6 +74,7 @@ kill -KILL "$BFS_DPID"; bfs_wait_exit "$BFS_DPID" 5 || fail "the killed daemon d
 one_line "mount on a dead mount" 4 "umount -l $MNT" "$BOUNDFS" "$BACKING" "$MNT" -o max_size=8M
 one_line "status of a dead mount" 4 "umount -l $MNT" "$BOUNDFS" status "$MNT"
 one_line "set on a dead mount" 4 "umount -l $MNT" "$BOUNDFS" set "$MNT" max_size=8M
+one_line "status of a path inside a dead mount" 4 "umount -l $MNT\`" "$BOUNDFS" status "$MNT/sub"
 umount -l "$MNT" || fail "umount -l"
 one_line "status of a plain directory" 1 "is not a boundfs mount" "$BOUNDFS" status "$MNT"
 one_line "status of a missing path" 2 "does not exist" "$BOUNDFS" status "$BFS_TMP/nope"
