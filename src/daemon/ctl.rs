@@ -76,10 +76,12 @@ pub fn unknown_subcommand(argv: &[OsString]) -> Option<String> {
     }
     let close = COMMANDS
         .into_iter()
-        .map(|c| (strsim::damerau_levenshtein(word, c), c))
-        .filter(|&(d, c)| d <= 2 && d < c.len())
+        // nearest first; at equal distance, a command the word begins
+        // (`stat` is as near `set` as `status`)
+        .map(|c| (strsim::damerau_levenshtein(word, c), !c.starts_with(word), c))
+        .filter(|&(d, _, c)| d <= 2 && d < c.len())
         .min()
-        .map(|(_, c)| c);
+        .map(|(_, _, c)| c);
     let mounting = argv[2..].iter().any(|a| {
         let a = a.to_string_lossy();
         a.starts_with("-o") || a.starts_with("--max-size")
@@ -326,6 +328,8 @@ mod tests {
     fn a_mistyped_or_unknown_subcommand_is_named() {
         let m = unknown(&["statu", "/mnt/kv"]).unwrap();
         assert!(m.starts_with("unknown command 'statu'; did you mean `boundfs status`?"), "{m}");
+        let m = unknown(&["stat", "/mnt/kv"]).unwrap_or_default();
+        assert!(m.starts_with("unknown command 'stat'; did you mean `boundfs status`?"), "{m}");
         assert!(unknown(&["sett", "/mnt/kv", "max_size=1G"]).unwrap().contains("`boundfs set`"));
         assert!(unknown(&["show", "/mnt/kv"]).unwrap().starts_with("unknown command 'show'; commands"));
         // a mount: a path, an option, or a bare word far from any command with mount options
