@@ -37,7 +37,7 @@ pub fn core(dir: &Path, max: u64) -> Core {
 /// Creates `name` in BACKING's root through `c` and writes `bytes` into it.
 pub fn store(c: &Core, name: &str, bytes: &[u8]) {
     let (_, fh) = c.create(ROOT, OsStr::new(name), 0o644, libc::O_WRONLY, ME).map(|(a, o)| (a, o.fh)).unwrap();
-    assert_eq!(c.write(fh, 0, bytes, None).unwrap() as usize, bytes.len());
+    assert_eq!(c.write(fh, 0, bytes, None, false).unwrap() as usize, bytes.len());
     c.release(fh);
 }
 

@@ -136,6 +136,28 @@ fn kill_privs_empty_setattr(i: &super::Inode, killer: Option<Caller>, daemon_is_
     Ok(())
 }
 
+const CAPS: &str = "security.capability";
+
+/// The `security.capability` value of the file open at `fd`, if it has one.
+fn file_caps(fd: std::os::fd::RawFd) -> Option<Vec<u8>> {
+    let mut buf = [0u8; 64];
+    let n = sys::xattr::get(fd, std::ffi::OsStr::new(CAPS), &mut buf).ok()?;
+    Some(buf[..n].to_vec())
+}
+
+/// Puts a file's `security.capability` back when dropped, if it is gone.
+struct RestoreCaps(std::os::fd::RawFd, Vec<u8>);
+
+impl Drop for RestoreCaps {
+    fn drop(&mut self) {
+        if file_caps(self.0).is_none() {
+            if let Err(e) = sys::xattr::set(self.0, std::ffi::OsStr::new(CAPS), &self.1, 0) {
+                log::debug!("restoring security.capability after a page-cache write failed: {e:?}");
+            }
+        }
+    }
+}
+
 /// Sets the permission bits `keep` (from `privs`) on the object open at
 /// `fd` (an `O_PATH` fd too), when there are any to set.
 fn chmod_dropped(fd: std::os::fd::RawFd, keep: Option<u32>) -> OpResult<()> {
@@ -214,11 +236,17 @@ impl Core {
     /// cached attributes are dropped at once (a WRITE reply carries none, and
     /// a write-only open's writes never refresh the mode). security.capability
     /// is removed by the backing filesystem itself on the daemon's write.
+    /// `from_cache`: the kernel writes back pages of a shared writable
+    /// mapping (FUSE_WRITE_CACHE); natively that removes no
+    /// security.capability (a page fault calls no file_remove_privs), so one
+    /// the backing filesystem removes on the daemon's write is put back.
     /// Errors: ENOSPC when the bytes it may add can't be made room for
     /// (nothing else is disturbed), the backing errno.
-    pub fn write(&self, fh: u64, off: u64, data: &[u8], killer: Option<Caller>) -> OpResult<u32> {
+    pub fn write(&self, fh: u64, off: u64, data: &[u8], killer: Option<Caller>, from_cache: bool) -> OpResult<u32> {
         let h = self.handle(fh)?;
         let st = sys::fstat(h.fd.as_fd())?;
+        let caps = from_cache.then(|| file_caps(h.fd.as_raw_fd())).flatten();
+        let _restore = caps.map(|v| RestoreCaps(h.fd.as_raw_fd(), v));
         if let Some(who) = killer {
             let keep = privs::after_change(st.st_mode, st.st_gid, false, |g| who.in_group(g));
             if keep.is_some() {

@@ -78,7 +78,7 @@ fn a_write_the_backing_filesystem_cuts_short_evicts_and_writes_the_rest() {
     }
     let (_, o) = c.create(ROOT, OsStr::new("d.bin"), 0o644, libc::O_WRONLY, ME).unwrap();
     // About 256 KiB are left: the pwrite stops there (short, or ENOSPC).
-    let n = c.write(o.fh, 0, &[2u8; 512 << 10], None).unwrap();
+    let n = c.write(o.fh, 0, &[2u8; 512 << 10], None, false).unwrap();
     c.release(o.fh);
     assert_eq!(n, 512 << 10, "the write was answered short instead of evicting for the rest");
     assert!(Stats::get(&c.stats().evictions) >= 1);
@@ -105,13 +105,13 @@ fn concurrent_writes_of_one_file_commit_out_of_order_and_usage_stays_exact() {
         Box::new(move || {
             if !std::mem::replace(&mut done, true) {
                 let (c, piece) = (c.clone(), piece.clone());
-                let w = std::thread::spawn(move || c.write(fh, 1 << 20, &piece, None));
+                let w = std::thread::spawn(move || c.write(fh, 1 << 20, &piece, None, false));
                 assert_eq!(w.join().unwrap().unwrap(), 1 << 20);
             }
         })
     };
     crate::testing::at_crash_points(Some(second));
-    assert_eq!(c.write(fh, 0, &piece, None).unwrap(), 1 << 20);
+    assert_eq!(c.write(fh, 0, &piece, None, false).unwrap(), 1 << 20);
     crate::testing::at_crash_points(None);
     let on_disk =
         std::fs::metadata(d.path().join("a.bin")).map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512).unwrap();

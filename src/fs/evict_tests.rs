@@ -57,13 +57,13 @@ fn full_budget_with_everything_open_answers_enospc_and_disturbs_nothing() {
     let ino = c.lookup(ROOT, OsStr::new("a.bin")).unwrap().ino;
     let held = c.open(ino, libc::O_RDONLY).unwrap().fh;
     let (_, fh) = c.create(ROOT, OsStr::new("b.tmp"), 0o644, libc::O_WRONLY, ME).map(|(a, o)| (a, o.fh)).unwrap();
-    assert_eq!(c.write(fh, 0, &[2u8; 128 << 10], None).err(), Some(Errno::ENOSPC));
+    assert_eq!(c.write(fh, 0, &[2u8; 128 << 10], None, false).err(), Some(Errno::ENOSPC));
     c.release(fh);
     assert_eq!(std::fs::read(d.path().join("a.bin")).unwrap(), vec![1u8; 16 << 10]);
     c.release(held);
     // With the handle closed, a.bin is evictable and a write that needs its room fits.
     let (_, fh) = c.create(ROOT, OsStr::new("c.tmp"), 0o644, libc::O_WRONLY, ME).map(|(a, o)| (a, o.fh)).unwrap();
-    assert!(c.write(fh, 0, &[3u8; 48 << 10], None).is_ok());
+    assert!(c.write(fh, 0, &[3u8; 48 << 10], None, false).is_ok());
     c.release(fh);
     assert!(!d.path().join("a.bin").exists());
 }
@@ -215,7 +215,7 @@ fn a_victim_whose_directory_is_gone_stops_counting_at_once() {
     let c = core(d.path(), 64 << 10);
     let sub = c.mkdir(ROOT, OsStr::new("h"), 0o755, ME).unwrap().ino;
     let fh = c.create(sub, OsStr::new("a.bin"), 0o644, libc::O_WRONLY, ME).unwrap().1.fh;
-    c.write(fh, 0, &[1u8; 16 << 10], None).unwrap();
+    c.write(fh, 0, &[1u8; 16 << 10], None, false).unwrap();
     c.release(fh);
     store(&c, "c.bin", &[1u8; 16 << 10]);
     std::fs::remove_dir_all(d.path().join("h")).unwrap(); // rm -rf behind the daemon

@@ -360,7 +360,8 @@ impl Filesystem for BoundFs {
     ) {
         self.core.stats().requests.count(Op::Write);
         let killer = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID).then(|| who(req));
-        match self.core.write(fh.0, offset, data, killer) {
+        let from_cache = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        match self.core.write(fh.0, offset, data, killer, from_cache) {
             Ok(n) => reply.written(n),
             Err(e) => reply_err!(self, reply, Write, Target::Fh(fh.0), e),
         }

@@ -67,6 +67,17 @@ chown_case() { # DIR: "errno mode" after nobody's chown(-1,-1) of root's 4755, t
 want=$(chown_case "$PLAIN")
 assert_eq "EPERM 4755 OK 767" "$want" "chown on a plain directory (the rule itself)"
 assert_eq "$want" "$(chown_case "$MNT/d")" "chown through the mount"
+# an mmap write keeps security.capability natively (no file_remove_privs on
+# a page fault); through the mount its pages come back as a WRITE
+caps_case() { # DIR: "yes|no" the capability is there after a user's mmap write
+    local f=$1/caps
+    head -c 8192 /dev/zero >"$f"; chmod 666 "$f"
+    $PY -c 'import os,struct,sys; os.setxattr(sys.argv[1], "security.capability", struct.pack("<5I", 0x02000001, 1 << 13, 0, 0, 0))' "$f"
+    [ "$(as_user "$BFS_USER_PY" "$CHANGE" mmap "$f")" = OK ] || fail "mmap write of $f"
+    getfattr --absolute-names -n security.capability "$f" >/dev/null 2>&1 && echo yes || echo no
+}
+assert_eq yes "$(caps_case "$PLAIN")" "security.capability after an mmap write on a plain directory (the rule itself)"
+assert_eq yes "$(caps_case "$MNT/d")" "security.capability after an mmap write through the mount"
 log "$n cases, $bad differ from a plain directory"
 assert_eq 0 "$bad" "set-ID bits after a change agree with a plain directory"
 bfs_unmount
