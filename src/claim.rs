@@ -41,23 +41,6 @@ pub struct BackingClaim {
 /// cannot be opened or locked.
 pub fn claim(backing: &Path) -> Result<BackingClaim, Failure> {
     let mounts = boundfs_mounts();
-    // BACKING on a live boundfs mount: two budgets over one tree, each
-    // evicting the other's blocks (found by a fresh-user check).
-    if let Some((source, point)) = mounts.iter().find(|(_, p)| backing.starts_with(p) && alive(p)) {
-        let inner = match backing.strip_prefix(point) {
-            Ok(rel) if !rel.as_os_str().is_empty() => Path::new(source).join(rel),
-            _ => PathBuf::from(source),
-        };
-        let msg = format!(
-            "backing directory {} is on the boundfs mounted at {}: a budget inside a budget; give its own backing \
-             path {} instead, or unmount that mount first (umount {})",
-            backing.display(),
-            point.display(),
-            inner.display(),
-            shell_word(point)
-        );
-        return Err(Failure::new(Exit::InUse, msg));
-    }
     for (source, point) in &mounts {
         let src = Path::new(source);
         let nested = if src == backing {
@@ -133,6 +116,26 @@ pub fn claim(backing: &Path) -> Result<BackingClaim, Failure> {
         return Err(Failure::new(Exit::Runtime, format!("cannot claim {} (flock): {e}", backing.display())));
     }
     Ok(BackingClaim { _fd: fd })
+}
+
+/// A warning when `backing` (canonical) lies on a live boundfs mount: two
+/// budgets then cover one tree, each evicting blocks the other counts
+/// (found by a fresh-user check). Not refused: a boundfs stacked on another
+/// is how tests watch the requests a mount sends its BACKING.
+pub fn on_boundfs(backing: &Path) -> Option<String> {
+    let mounts = boundfs_mounts();
+    let (source, point) = mounts.iter().find(|(_, p)| backing.starts_with(p) && alive(p))?;
+    let inner = match backing.strip_prefix(point) {
+        Ok(rel) if !rel.as_os_str().is_empty() => Path::new(source).join(rel),
+        _ => PathBuf::from(source),
+    };
+    Some(format!(
+        "backing directory {} is on the boundfs mounted at {}: a budget inside a budget, each evicting what \
+         the other counts; give its own backing path {} instead, unless stacking is what you want",
+        backing.display(),
+        point.display(),
+        inner.display()
+    ))
 }
 
 /// The PID holding the `flock` on the directory `fd` refers to, from

@@ -96,7 +96,7 @@ fn main() {
             }
         }
     };
-    for w in config::warnings(&opts) {
+    for w in config::warnings(&opts).into_iter().chain(claim::on_boundfs(&opts.backing)) {
         eprintln!("boundfs: warning: {w}");
     }
     // No thread may exist before the fork below.
