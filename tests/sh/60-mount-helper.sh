@@ -31,7 +31,7 @@ if [ ! -e /sbin/mount.fuse.boundfs ]; then
         *"unknown filesystem type 'fuse.boundfs'"*) key="unknown filesystem type 'fuse.boundfs'" ;;
         *) key=$msg ;;
     esac
-    sed -n '/^## Troubleshooting/,/^## /p' "$BFS_REPO/README.md" | grep -qF -- "$key" ||
+    sed -n '/^## Troubleshooting/,/^## /p' "$BFS_REPO/README.md" | grep -F -- "$key" >/dev/null ||
         fail_later "README's Troubleshooting does not explain what mount(8) says without the helper: $msg"
 fi
 
