@@ -314,19 +314,29 @@ fn check_atime(opts: &Options, root: std::os::fd::BorrowedFd<'_>) -> Result<(), 
     if opts.atime.mode != AtimeMode::Strictatime {
         return Ok(());
     }
-    let v = sys::fstatvfs(root).map_err(|e| format!("statfs {}: {e:?}", opts.backing.display()))?;
-    let backing = if v.f_flag & libc::ST_NOATIME != 0 {
-        "noatime"
-    } else if v.f_flag & libc::ST_RELATIME != 0 {
-        "relatime"
-    } else {
-        return Ok(());
+    let backing = match backing_atime(root).map_err(|e| format!("statfs {}: {e:?}", opts.backing.display()))? {
+        AtimeMode::Strictatime => return Ok(()),
+        AtimeMode::Noatime => "noatime",
+        AtimeMode::Relatime => "relatime",
     };
     Err(format!(
         "strictatime: access times on the mount are BACKING's, and its filesystem is mounted {backing}; \
          remount it with strictatime (mount -o remount,strictatime $(findmnt -no TARGET -T {})) or drop strictatime",
         opts.backing.display()
     ))
+}
+
+/// The atime mode of the filesystem BACKING is on (its statvfs flags).
+/// Errors: the errno of fstatvfs.
+fn backing_atime(root: std::os::fd::BorrowedFd<'_>) -> Result<AtimeMode, fuser::Errno> {
+    let v = sys::fstatvfs(root)?;
+    Ok(if v.f_flag & libc::ST_NOATIME != 0 {
+        AtimeMode::Noatime
+    } else if v.f_flag & libc::ST_RELATIME != 0 {
+        AtimeMode::Relatime
+    } else {
+        AtimeMode::Strictatime
+    })
 }
 
 /// Whether kernel passthrough may serve reads under the mount's atime
@@ -339,7 +349,7 @@ fn passthrough_with_atime(opts: &Options, root: std::os::fd::BorrowedFd<'_>) -> 
     if !opts.passthrough || opts.atime.mode != AtimeMode::Noatime {
         return opts.passthrough;
     }
-    let backing_noatime = sys::fstatvfs(root).is_ok_and(|v| v.f_flag & libc::ST_NOATIME != 0);
+    let backing_noatime = backing_atime(root) == Ok(AtimeMode::Noatime);
     if !backing_noatime {
         log::info!(
             "kernel passthrough off: under noatime its reads would update BACKING's atimes; \

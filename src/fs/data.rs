@@ -324,13 +324,13 @@ impl Core {
             check(unsafe { libc::chmod(p.as_ptr(), m & 0o7777) })?;
         }
         if uid.is_some() || gid.is_some() {
-            let before = sys::fstat(i.fd())?;
+            let before = killer.map(|_| sys::fstat(i.fd())).transpose()?;
             let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
             check(unsafe { libc::fchownat(i.fd().as_raw_fd(), c"".as_ptr(), u, g, libc::AT_EMPTY_PATH) })?;
             // The daemon's chown dropped S_ISUID, and S_ISGID only when
             // group-executable (root is in every group); a caller outside the
             // file's group loses S_ISGID too (chown_common() in fs/open.c).
-            if let Some(who) = killer.filter(|_| i.fmt != libc::S_IFDIR && mode.is_none()) {
+            if let (Some(who), Some(before)) = (killer.filter(|_| i.fmt != libc::S_IFDIR && mode.is_none()), before) {
                 if before.st_mode & libc::S_ISGID != 0 && !who.in_group(before.st_gid) {
                     let now = sys::fstat(i.fd())?.st_mode;
                     chmod_dropped(i.fd().as_raw_fd(), Some(now & 0o7777 & !libc::S_ISGID))?;
