@@ -833,11 +833,19 @@ want trace || want evict && say "   bounded backings: ${BACKINGS[*]} (tmpfs: mou
 ((HAVE_FIO)) && say "fio --rw=write --bs=4M --size=${FIO_MB}M --nrfiles=4 ${FIO_COMMON[*]}   |   fio --rw=read --bs=1M --size=${FIO_MB}M (one file, warm backing) ${FIO_COMMON[*]}"
 say '```'
 say ""
-hdr="| workload | unit" sep="|---|---"
-for bk in "${BACKINGS[@]}"; do
-    hdr+=" | $bk: native | $bk: mergerfs | $bk: boundfs | boundfs/native | mergerfs/native"; sep+="|--:|--:|--:|--:|--:"
-done
-say "$hdr |"; say "$sep|"
+# table_head FIRST COLUMN...: a table's header and separator, COLUMNs
+# repeated per backing ("disk: native", ...), numbers right-aligned
+table_head() {
+    local hdr="| $1 | unit" sep="|---|---" bk c; shift
+    for bk in "${BACKINGS[@]}"; do
+        for c in "$@"; do
+            case $c in */*) hdr+=" | $c" ;; *) hdr+=" | $bk: $c" ;; esac
+            sep+="|--:"
+        done
+    done
+    say "$hdr |"; say "$sep|"
+}
+table_head workload native mergerfs boundfs boundfs/native mergerfs/native
 row store        "a. store $N x 2 MiB (4 thr, O_DIRECT, tmp+rename)" "MiB/s" mib
 row store_pcache "a. page cache grown by that store (lower better)"   "MiB" dec
 row load         "b. load, buffered (warm backing), entries cold"     "MiB/s" mib
@@ -883,11 +891,7 @@ if want trace || want evict; then
     say ""
     say "Bounded rows: boundfs with max_size beside the fair baseline, a native directory kept to the same budget by the load generator's own exact LRU (a load and a store make a block most recent; before a store it unlinks its least recently used blocks and the directories they emptied until the block fits, counting files and directories as du does). Repetitions interleaved per backing (native then boundfs in odd repetitions, boundfs then native in even ones); each cell the median (min–max); ratios of medians; \"—\" where a system has no such figure."
     say ""
-    hdr="| bounded row | unit" sep="|---|---"
-    for bk in "${BACKINGS[@]}"; do
-        hdr+=" | $bk: native + LRU | $bk: boundfs | boundfs/native"; sep+="|--:|--:|--:"
-    done
-    say "$hdr |"; say "$sep|"
+    table_head "bounded row" "native + LRU" boundfs boundfs/native
     if want trace; then
         brow trace_b      "t. trace replay, $TRACE_REQ requests, 128 KiB blocks, max_size ${TRACE_MAX_M} MiB" "requests/s" dec
         brow trace_b_secs "t. its wall time" "s (lower better)" sec
