@@ -2,7 +2,7 @@
 //! one shared BACKING, exactly one runs background eviction sweeps (down to
 //! the low watermark); the others evict only inline, for their own writes, when a write would pass
 //! `max_size`. Without it every node evicts the same excess and together they
-//! go far below the low watermark (issue 12: mean occupancy 69–85 %).
+//! go far below the low watermark (measured: mean occupancy 69–85 %).
 //!
 //! The lease is a `flock(LOCK_EX | LOCK_NB)` on [`LEASE_FILE`] in
 //! [`LEASE_DIR`] beneath BACKING, taken with the distributed filesystem's own

@@ -1,4 +1,4 @@
-//! What eviction can't remove, said rather than hidden (issue 10, item 6).
+//! What eviction can't remove, said rather than hidden.
 //!
 //! - **Non-block usage above the high watermark** (a 195 MiB log in a 200M
 //!   mount, the engine's files under the wrong `pattern`): the low watermark

@@ -1,4 +1,4 @@
-//! Warming the kernel's entries after a mount (issue 14, item 5): an engine
+//! Warming the kernel's entries after a mount: an engine
 //! restarted over a kept KV tier first reloads the blocks it used last, and on
 //! a fresh mount each of those loads costs a LOOKUP round trip per path
 //! component (three for a vLLM-style `h[0:3]/h[3:5]/h.bin`) before its OPEN.

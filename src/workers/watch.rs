@@ -2,7 +2,7 @@
 //! entries removed or moved out of it behind the daemon (`rm -rf BACKING/*`,
 //! an operator's `mv`), and asks the reconcile thread for a pass at once when
 //! the ledger still counts block files beneath a name that went, so status
-//! and `du` agree again within a second (issue 10, item 3).
+//! and `du` agree again within a second.
 //!
 //! How it decides, per batch of events (a batch ends once no event came for
 //! [`QUIET`], or after [`MAX_BATCH`]): a removed or moved-out name with a

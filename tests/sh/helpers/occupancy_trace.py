@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""What is in flight at each sample of the shared tier's usage (issue 12,
-item 3: "once full, usage stays at or above low_watermark x max_size minus
-one block, except what open files make impossible").
+"""What is in flight at each sample of the shared tier's usage, to check that
+once full, usage stays at or above low_watermark x max_size minus one block,
+except what open files make impossible.
 
 An outside sampler reading the used bytes of a JuiceFS volume (statvfs
 through one client) sees less than the tier holds while stores are in
