@@ -246,6 +246,11 @@ status_table! {
     lookup_misses: u64 [stats] => Counter "boundfs_lookup_misses_total";
     /// Opens answered with kernel passthrough (reads bypass the daemon).
     passthrough_opens: u64 [stats] => Counter "boundfs_passthrough_opens_total";
+    /// Opens for writing answered with kernel passthrough (their writes
+    /// bypass the daemon; each held a reservation of the learned block size).
+    passthrough_writers: u64 [stats] => Counter "boundfs_passthrough_writers_total";
+    /// Checks that found a passthrough writer's file grown past its reservation.
+    writer_overruns: u64 [stats] => Counter "boundfs_writer_overruns_total";
     /// mtime stamps written (recency persistence).
     stamps: u64 [stats] => Counter "boundfs_stamps_total";
     /// mtime stamps queued, not yet written.

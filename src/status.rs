@@ -93,7 +93,15 @@ impl Status {
                     self.hit_ratio().map_or("-".to_string(), |r| format!("{:.1}%", r * 100.0))
                 ),
             ),
-            ("passthrough", format!("{} opens", count(self.passthrough_opens))),
+            (
+                "passthrough",
+                format!(
+                    "{} opens, {} of them writers ({} outgrew their reservation)",
+                    count(self.passthrough_opens),
+                    count(self.passthrough_writers),
+                    count(self.writer_overruns)
+                ),
+            ),
             ("stamps", format!("{} written, {} pending", count(self.stamps), count(self.stamps_pending))),
             (
                 "index",

@@ -76,10 +76,10 @@ pub struct Args {
     /// Let other users access the mount.
     #[arg(long, help_heading = MOUNT_OPTIONS)]
     pub allow_other: bool,
-    /// Kernel passthrough of reads (Linux >= 6.9, root): auto or off.
-    #[arg(long, value_name = "auto|off", default_value = "auto", action = clap::ArgAction::Set,
-          value_parser = |v: &str| config::parse_auto_off("passthrough", v), help_heading = MOUNT_OPTIONS)]
-    pub passthrough: bool,
+    /// Kernel passthrough (Linux >= 6.9, root): auto (reads and block writes), reads, or off.
+    #[arg(long, value_name = "auto|reads|off", default_value = "auto", action = clap::ArgAction::Set,
+          value_parser = config::parse_passthrough, help_heading = MOUNT_OPTIONS)]
+    pub passthrough: config::Passthrough,
     /// One of several mounts (one per node) over one shared BACKING on a distributed filesystem.
     #[arg(long, help_heading = MOUNT_OPTIONS)]
     pub shared: bool,

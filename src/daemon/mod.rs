@@ -28,7 +28,7 @@ use std::thread;
 
 use fuser::{Config, MountOption, SessionACL};
 
-use crate::config::{AtimeMode, Options};
+use crate::config::{AtimeMode, Options, Passthrough};
 use crate::fs::Core;
 use crate::fuse::BoundFs;
 use crate::key::key_of;
@@ -36,7 +36,7 @@ use crate::ledger::policy::Policy;
 use crate::ledger::{Kind, Ledger};
 use crate::stats::{Op, Stats};
 use crate::sys;
-use crate::workers::{evictor, reconcile, scan, stamp, warm, watch};
+use crate::workers::{evictor, reconcile, scan, stamp, warm, watch, writers};
 use sdnotify::Notify;
 
 enum Event {
@@ -196,6 +196,10 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         workers.push(
             thread::Builder::new().name("evictor".into()).spawn(move || evictor::run(c, || s.load(Ordering::Relaxed))),
         );
+        let (c, s) = (core.clone(), stop.clone());
+        workers.push(
+            thread::Builder::new().name("writers".into()).spawn(move || writers::run(c, || s.load(Ordering::Relaxed))),
+        );
         let c = core.clone();
         workers.push(thread::Builder::new().name("invalidator".into()).spawn(move || c.invalidator().run()));
         let (c, s) = (core.clone(), stop.clone());
@@ -345,8 +349,8 @@ fn backing_atime(root: std::os::fd::BorrowedFd<'_>) -> Result<AtimeMode, fuser::
 /// so its reads update BACKING's atime as BACKING's mount says, whatever
 /// O_NOATIME the daemon's fd has. Under `noatime` over a BACKING not mounted
 /// noatime, reads are therefore served by the daemon (logged once).
-fn passthrough_with_atime(opts: &Options, root: std::os::fd::BorrowedFd<'_>) -> bool {
-    if !opts.passthrough || opts.atime.mode != AtimeMode::Noatime {
+fn passthrough_with_atime(opts: &Options, root: std::os::fd::BorrowedFd<'_>) -> Passthrough {
+    if opts.passthrough == Passthrough::Off || opts.atime.mode != AtimeMode::Noatime {
         return opts.passthrough;
     }
     let backing_noatime = backing_atime(root) == Ok(AtimeMode::Noatime);
@@ -355,8 +359,9 @@ fn passthrough_with_atime(opts: &Options, root: std::os::fd::BorrowedFd<'_>) -> 
             "kernel passthrough off: under noatime its reads would update BACKING's atimes; \
              mount BACKING's filesystem noatime to keep both"
         );
+        return Passthrough::Off;
     }
-    backing_noatime
+    opts.passthrough
 }
 
 fn cpath(p: &std::path::Path) -> Result<std::ffi::CString, std::io::Error> {

@@ -133,6 +133,13 @@ impl Accounts {
         l.committed().saturating_sub(l.policy().max_size)
     }
 
+    /// Bytes a write could still get beside the reservations held: the room
+    /// below `max_size` plus what eviction can free now.
+    pub fn headroom(&self) -> u64 {
+        let l = self.guard();
+        l.policy().max_size.saturating_sub(l.committed()) + l.evictable_bytes()
+    }
+
     /// Returns a reservation of `bytes`.
     pub fn release(&self, bytes: u64) {
         self.guard().release(bytes);

@@ -186,7 +186,7 @@ impl Core {
     /// file eviction then deletes), the backing errno otherwise.
     /// The core plans the handle's I/O mode (see [`Opened`]).
     pub fn open(&self, ino: INodeNo, flags: i32) -> OpResult<Opened> {
-        let (fh, handle) = self.open_pinned(ino, flags).inspect_err(|e| {
+        let (fh, handle, block) = self.open_pinned(ino, flags).inspect_err(|e| {
             if *e == Errno::ENOENT {
                 // The kernel still had an entry for an evicted file. Let its
                 // invalidation reach the kernel first, so a stat right after
@@ -195,10 +195,12 @@ impl Core {
                 self.inval.wait_all(crate::fs::INVAL_WAIT);
             }
         })?;
-        self.plan_io(fh, handle, flags)
+        let room = self.writer_room(block, flags, true);
+        self.plan_io(fh, handle, flags, block, room)
     }
 
-    fn open_pinned(&self, ino: INodeNo, flags: i32) -> OpResult<(u64, Arc<Handle>)> {
+    /// OPEN's first part: the pinned handle, and whether it is a block file.
+    fn open_pinned(&self, ino: INodeNo, flags: i32) -> OpResult<(u64, Arc<Handle>, bool)> {
         let i = self.inode(ino)?;
         let placeholder = self.accounts.pin(i.key).map_err(|_| Errno::ENOENT)?;
         let opened = self.reopen_backing(i.fd(), backing_flags(flags), false).and_then(|fd| {
@@ -216,7 +218,8 @@ impl Core {
         }
         self.stamp_due(i.key, after.stamp);
         let direct = super::direct::twin(fd.as_fd(), flags);
-        Ok(self.add_handle(Handle::new(fd, i.key, i.ino).with_direct(direct)))
+        let (fh, h) = self.add_handle(Handle::new(fd, i.key, i.ino).with_direct(direct));
+        Ok((fh, h, after.block))
     }
 
     /// READ `size` bytes at `off`. A read of a block file counts as use.

@@ -7,14 +7,17 @@
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fuser::{BackingId, Errno};
 use parking_lot::Mutex;
 
 use super::passthrough::{Mode, Plan};
-use super::{Core, OpResult};
+use super::{Core, OpResult, Reservation};
 use crate::key::FileKey;
 use crate::stats::Stats;
+use crate::sys;
+use std::os::fd::AsFd;
 
 /// An open file handle: the backing fd and the object it belongs to.
 pub struct Handle {
@@ -30,12 +33,27 @@ pub struct Handle {
     /// The I/O mode counted for this handle in the core's `IoModes` (None:
     /// not counted yet, or the open was refused).
     mode: Mutex<Option<Mode>>,
+    /// Bytes of budget a passthrough writer holds (0 for any other handle):
+    /// its writes never reach the daemon, so what they may add is reserved
+    /// at the open and trued up at RELEASE or by [`Core::check_writers`].
+    held: AtomicU64,
+    /// A handle that may write a block file or engine temporary: its file's
+    /// size at RELEASE teaches what passthrough writers reserve.
+    learns: AtomicBool,
 }
 
 impl Handle {
     /// A handle of `fd` on inode `ino` (backing `key`), its mode not yet planned.
     pub fn new(fd: OwnedFd, key: FileKey, ino: u64) -> Self {
-        Handle { fd, direct: None, key, ino, mode: Mutex::new(None) }
+        Handle {
+            fd,
+            direct: None,
+            key,
+            ino,
+            mode: Mutex::new(None),
+            held: AtomicU64::new(0),
+            learns: AtomicBool::new(false),
+        }
     }
 
     /// The handle with `direct` as its O_DIRECT twin.
@@ -64,6 +82,12 @@ impl Core {
         self.io.enable(on);
     }
 
+    /// Writers of block files and engine temporaries get kernel passthrough
+    /// (with a reservation; see [`Core::plan_io`]) when passthrough is on.
+    pub fn allow_pass_writers(&self, on: bool) {
+        self.io.allow_pass_writers(on);
+    }
+
     /// Write-only opens get FOPEN_DIRECT_IO alone from now on (the adapter
     /// negotiated FUSE_HANDLE_KILLPRIV_V2).
     pub fn allow_direct_writers(&self) {
@@ -82,12 +106,50 @@ impl Core {
         }
     }
 
+    /// Reserves what a passthrough writer of a block file or engine
+    /// temporary (`candidate`) opened with `flags` will hold, before the
+    /// open (see [`Core::plan_io`]); `wait` as for [`Core::reserve`]. `None`
+    /// when the open does not write, is no candidate, no size has been
+    /// learned yet, or there is no room now for it and as much again (the
+    /// daemon path then answers its writes, ENOSPC included).
+    pub(super) fn writer_room(&self, candidate: bool, flags: i32, wait: bool) -> Option<Reservation<'_>> {
+        if !candidate || flags & libc::O_ACCMODE == libc::O_RDONLY {
+            return None;
+        }
+        let bytes = self.io.writer_reservation()?;
+        let room = self.reserve(bytes, wait).ok()?;
+        // Admitted only while eviction could cover as much again: a writer
+        // storing more than it reserved is then found by the next check
+        // with room to make (`Core::check_writers`). When the budget is
+        // that tight, the daemon path keeps every byte exact.
+        (self.accounts.headroom() >= bytes).then_some(room)
+    }
+
     /// Plans the I/O mode of the fresh handle `fh` opened with `flags`
-    /// (open(2) bits; see [`super::passthrough::IoModes::plan_open`]). Errors:
-    /// ETXTBSY when the inode is in passthrough mode and no backing id can be
-    /// had (the handle is closed).
-    pub(super) fn plan_io(&self, fh: u64, handle: Arc<Handle>, flags: i32) -> OpResult<Opened> {
-        let plan = self.io.plan_open(handle.ino, flags);
+    /// (open(2) bits; see [`super::passthrough::IoModes::plan_open`]). With
+    /// `room` (from [`Core::writer_room`]) the open becomes a passthrough
+    /// writer holding it, when the kernel's I/O modes allow; else `room` is
+    /// given back. `candidate`: it opens a block file or engine temporary
+    /// for writing. Errors: ETXTBSY when the inode is in passthrough mode
+    /// and no backing id can be had (the handle is closed).
+    pub(super) fn plan_io(
+        &self,
+        fh: u64,
+        handle: Arc<Handle>,
+        flags: i32,
+        candidate: bool,
+        room: Option<Reservation<'_>>,
+    ) -> OpResult<Opened> {
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        handle.learns.store(candidate && writes, Ordering::Relaxed);
+        let pass = room.and_then(|r| Some((self.io.plan_pass_writer(handle.ino)?, r)));
+        let plan = match pass {
+            Some((plan, r)) => {
+                handle.held.store(r.settle(), Ordering::Relaxed);
+                plan
+            }
+            None => self.io.plan_open(handle.ino, flags),
+        };
         self.settle(Opened { fh, handle, plan })
     }
 
@@ -131,6 +193,15 @@ impl Core {
                 return Err(Errno::ETXTBSY);
             }
         };
+        let writer = matches!(o.plan, Plan::Passthrough { direct: false, .. } | Plan::NeedBacking { direct: false });
+        let held = o.handle.held.load(Ordering::Relaxed);
+        if !writer && held > 0 {
+            // The kernel refused the backing id: the daemon answers this
+            // writer's WRITEs, which reserve for themselves.
+            self.accounts.release(o.handle.held.swap(0, Ordering::Relaxed));
+        } else if writer && matches!(o.plan, Plan::Passthrough { .. }) && held > 0 {
+            Stats::add(&self.stats.passthrough_writers, 1);
+        }
         *o.handle.mode.lock() = Some(mode);
         Ok(o)
     }
@@ -142,6 +213,7 @@ impl Core {
     /// its last passthrough open: drop it after replying (an ioctl).
     pub fn release(&self, fh: u64) -> Option<Arc<BackingId>> {
         let h = self.take_handle(fh)?;
+        self.true_up(&h);
         let (key, ino, mode) = (h.key, h.ino, h.mode.lock().take());
         drop(h);
         if self.shared {
@@ -155,6 +227,59 @@ impl Core {
             self.wake_evictor();
         }
         backing
+    }
+}
+
+impl Core {
+    /// A handle that may have written a block file or engine temporary is
+    /// being released: its file's allocated size teaches what passthrough
+    /// writers reserve, and a passthrough writer's reservation is replaced
+    /// by that size (the ledger's size of the file only grows here, as for
+    /// a WRITE; see `Accounts::commit_write`).
+    fn true_up(&self, h: &Handle) {
+        if !h.learns.load(Ordering::Relaxed) {
+            return;
+        }
+        let size = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
+        self.io.learn(size);
+        let held = h.held.swap(0, Ordering::Relaxed);
+        if held > 0 && self.accounts.commit_write(h.key, size, held) {
+            self.wake_evictor();
+        }
+    }
+
+    /// Checks the open passthrough writers: one whose file grew past what
+    /// it holds reserves the difference (evicting inline, never waiting), so
+    /// that what is stored beyond a reservation is unaccounted only until
+    /// the next check. Returns `None` when no passthrough writer is open,
+    /// else the bytes found unaccounted (over all writers), which stay over
+    /// the budget until a RELEASE when no room could be made.
+    pub fn check_writers(&self) -> Option<u64> {
+        let writers: Vec<Arc<Handle>> =
+            self.handles.read().values().filter(|h| h.held.load(Ordering::Relaxed) > 0).cloned().collect();
+        if writers.is_empty() {
+            return None;
+        }
+        let mut over = 0;
+        for h in writers {
+            let Ok(st) = sys::fstat(h.fd.as_fd()) else { continue };
+            let (size, held) = (sys::allocated(&st), h.held.load(Ordering::Relaxed));
+            if size <= held || held == 0 {
+                continue;
+            }
+            over += size - held;
+            Stats::add(&self.stats.writer_overruns, 1);
+            let grow = (size - held).div_ceil(1 << 20) << 20;
+            if let Ok(r) = self.reserve(grow, false) {
+                // A RELEASE may have trued the handle up meanwhile.
+                if h.held.compare_exchange(held, held + grow, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+                    drop(r);
+                } else {
+                    r.settle();
+                }
+            }
+        }
+        Some(over)
     }
 }
 

@@ -64,6 +64,9 @@ impl Core {
         let p = self.inode(parent)?;
         let c = sys::cname(name)?;
         let room = self.reserve(ENTRY_RESERVE, false)?;
+        // Reserved before the directory lock: a passthrough writer's room.
+        let candidate = self.is_block_name(name) || super::unevictable::is_tmp_name(name);
+        let writer = self.writer_room(candidate, flags, false);
         let open_flags = super::data::backing_flags(flags) & !(libc::O_CREAT | libc::O_EXCL);
         // A directory removed behind the daemon is recreated (see recreate.rs).
         let (p, (_g, fd, created)) = self.in_dir(p, |p| {
@@ -107,7 +110,7 @@ impl Core {
         if after.wake {
             self.wake_evictor();
         }
-        Ok((super::attr(inode.ino, &st), self.plan_io(fh, handle, flags)?))
+        Ok((super::attr(inode.ino, &st), self.plan_io(fh, handle, flags, candidate, writer)?))
     }
 
     /// Shared tail of mkdir, mknod and symlink: the new object `name` in `p`.

@@ -8,9 +8,11 @@
 //!   rejects passthrough opens (ETXTBSY in the kernel);
 //! - all passthrough opens of one inode must carry the same backing id.
 //!
-//! boundfs gives passthrough to read-only opens only; writes always go
-//! through the daemon, which reserves their bytes first, so the hard cap stays
-//! exact. So:
+//! Reads get passthrough; writes go through the daemon, which reserves their
+//! bytes first, except for the writers of block files and engine
+//! temporaries once their size is known ([`IoModes::plan_pass_writer`]):
+//! those get passthrough too, with the file's expected size reserved at the
+//! open and trued up at RELEASE (see `super::handles`). So:
 //! - a read-only open gets passthrough, unless the inode has cached opens (a
 //!   writer opened first): then it is cached too, served by the daemon;
 //! - an open for writing gets cached mode, unless readers hold the inode in
@@ -32,7 +34,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -88,6 +90,12 @@ pub struct IoModes<B> {
     /// FUSE_HANDLE_KILLPRIV_V2 was negotiated: write-only opens may get
     /// [`Plan::Direct`] (see [`IoModes::plan_open`]).
     direct_writers: AtomicBool,
+    /// Writers of block files and engine temporaries may get passthrough.
+    pass_writers: AtomicBool,
+    /// The largest allocated size, bytes, of a block file or engine
+    /// temporary written through the mount so far (0: none yet): what a
+    /// passthrough writer reserves.
+    learned: AtomicU64,
     state: Mutex<State<B>>,
 }
 
@@ -97,6 +105,8 @@ impl<B> IoModes<B> {
         IoModes {
             enabled: AtomicBool::new(enabled),
             direct_writers: AtomicBool::new(false),
+            pass_writers: AtomicBool::new(false),
+            learned: AtomicU64::new(0),
             state: Mutex::new(State { inodes: HashMap::new() }),
         }
     }
@@ -105,6 +115,44 @@ impl<B> IoModes<B> {
     /// negotiated FUSE_HANDLE_KILLPRIV_V2, so the daemon kills privileges).
     pub fn allow_direct_writers(&self) {
         self.direct_writers.store(true, Ordering::Relaxed);
+    }
+
+    /// Lets writers of block files and engine temporaries get passthrough
+    /// (when passthrough is enabled at all).
+    pub fn allow_pass_writers(&self, on: bool) {
+        self.pass_writers.store(on, Ordering::Relaxed);
+    }
+
+    /// Bytes a passthrough writer reserves now: the largest block file or
+    /// engine temporary written so far, or `None` while no size is known
+    /// (the first ones go through the daemon) or writers may not pass.
+    pub fn writer_reservation(&self) -> Option<u64> {
+        let on = self.pass_writers.load(Ordering::Relaxed) && self.enabled();
+        Some(self.learned.load(Ordering::Relaxed)).filter(|&b| on && b > 0)
+    }
+
+    /// A block file or engine temporary written through the mount was
+    /// released allocating `bytes`: later passthrough writers reserve at
+    /// least that.
+    pub fn learn(&self, bytes: u64) {
+        self.learned.fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    /// Plans a passthrough writer of inode `ino` (FOPEN_PASSTHROUGH without
+    /// FOPEN_DIRECT_IO: its reads and writes go to the backing file in the
+    /// kernel). `None` when the inode has cached opens (the kernel would
+    /// refuse with ETXTBSY) or passthrough is off; nothing is counted then.
+    pub fn plan_pass_writer(&self, ino: u64) -> Option<Plan<B>> {
+        let mut s = self.state.lock();
+        if !self.enabled() || s.inodes.get(&ino).is_some_and(|io| io.cached > 0) {
+            return None;
+        }
+        let io = s.inodes.entry(ino).or_insert(InodeIo { backing: None, passthrough: 0, cached: 0 });
+        io.passthrough += 1;
+        Some(match &io.backing {
+            Some(b) => Plan::Passthrough { id: b.clone(), direct: false },
+            None => Plan::NeedBacking { direct: false },
+        })
     }
 
     /// Plans an open of inode `ino` with `flags` (open(2) bits): a write-only

@@ -15,6 +15,7 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 
+use crate::config::Passthrough;
 use crate::fs::passthrough::Plan;
 use crate::fs::{Caller, Core, Opened, SetAttr, Target, Xattr};
 use crate::stats::Op;
@@ -44,10 +45,12 @@ pub struct BoundFs {
 
 impl BoundFs {
     /// An adapter serving `core`; the kernel may cache entries, misses and
-    /// attributes for `ttl`; read-only opens use kernel passthrough when
-    /// `passthrough` is set and the kernel and our privileges allow it.
-    pub fn new(core: Arc<Core>, ttl: Duration, passthrough: bool) -> Self {
-        core.enable_passthrough(passthrough);
+    /// attributes for `ttl`; opens use kernel passthrough as `passthrough`
+    /// says (reads, or block writes too), when the kernel and our
+    /// privileges allow it.
+    pub fn new(core: Arc<Core>, ttl: Duration, passthrough: Passthrough) -> Self {
+        core.enable_passthrough(passthrough != Passthrough::Off);
+        core.allow_pass_writers(passthrough == Passthrough::Auto);
         BoundFs { core, ttl, dont_mask: false, killpriv: false, warmed: Default::default() }
     }
 

@@ -1,7 +1,8 @@
 //! Background workers above the fs core: eviction sweeps, the start-up index,
 //! the periodic reconcile pass, the watch on BACKING, the recency stamp
 //! writer, the one tree walk the index and reconcile share, and what a
-//! shared tier's reconcile remembers of each directory.
+//! shared tier's reconcile remembers of each directory, and the check on
+//! passthrough writers.
 
 pub mod dircache;
 pub mod evictor;
@@ -11,3 +12,4 @@ pub mod stamp;
 pub mod walk;
 pub mod warm;
 pub mod watch;
+pub mod writers;

@@ -12,6 +12,9 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use crate::claim::shell_word;
 use crate::exit::Exit;
 
+mod warnings;
+pub use warnings::warnings;
+
 /// Default `high_watermark` (the clap default of `--high-watermark`, and
 /// the ledger's when built without options): fraction of `max_size` above
 /// which the background evictor runs.
@@ -31,16 +34,14 @@ pub const SHARED_STAMP_INTERVAL: Duration = Duration::from_secs(10);
 /// the shared usage `df` shows; its lag is part of the stated overshoot bound.
 pub const SHARED_RECONCILE_INTERVAL: Duration = Duration::from_secs(10);
 /// Default `attr_timeout` with `-o shared` (60 s otherwise): other nodes create blocks all the
-/// time, and the kernel caches "no such file" as long as an entry; 2 s keeps
-/// a block stored on another node a hit on this one within 2 s. (The
-/// single-node 60 s is long so that repeated existence probes never reach
-/// the daemon; what the daemon changes itself is invalidated explicitly.)
+/// time, and the kernel caches "no such file" as long as an entry; 2 s keeps a block stored on
+/// another node a hit here within 2 s. (The single-node 60 s keeps repeated existence probes
+/// from the daemon; what the daemon changes itself is invalidated explicitly.)
 pub const SHARED_ATTR_TIMEOUT: Duration = Duration::from_secs(2);
-/// Default `warm_entries`: after a mount, the kernel's entries of this many
-/// most recently used block files are resolved in the background
-/// (`workers::warm`), so an engine reloading them after a restart pays no
-/// LOOKUP round trips: 4096 blocks are 8 GiB of vLLM's 2 MiB blocks, and cost
-/// the daemon one inode (an `O_PATH` fd) each, plus their directories.
+/// Default `warm_entries`: after a mount, the kernel's entries of this many most recently used
+/// block files are resolved in the background (`workers::warm`), so an engine reloading them
+/// after a restart pays no LOOKUP round trips: 4096 blocks are 8 GiB of vLLM's 2 MiB blocks,
+/// and cost the daemon one inode (an `O_PATH` fd) each, plus their directories.
 pub const DEFAULT_WARM_ENTRIES: usize = 4096;
 /// Largest `warm_entries` accepted.
 pub const MAX_WARM_ENTRIES: usize = 1 << 20;
@@ -97,9 +98,8 @@ pub struct Options {
     pub metrics_file: Option<PathBuf>,
     /// How often the metrics file is rewritten (`metrics_interval`, ≥ 1 s).
     pub metrics_interval: Duration,
-    /// Kernel passthrough for read-only opens (`passthrough=auto`), or
-    /// daemon-side I/O only (`passthrough=off`).
-    pub passthrough: bool,
+    /// What kernel passthrough serves (`passthrough`).
+    pub passthrough: Passthrough,
     /// Kernel entry and attribute cache timeout (`attr_timeout`).
     pub attr_timeout: Duration,
     /// Where the daemon appends its log lines (`log_file`), if given; its
@@ -362,12 +362,25 @@ pub fn parse_min_duration(key: &str, v: &str, min: Duration) -> Result<Duration,
     Ok(d)
 }
 
-/// Parses `auto` (true) or `off` (false).
-pub fn parse_auto_off(key: &str, v: &str) -> Result<bool, ConfigError> {
+/// Which I/O kernel passthrough serves (`passthrough=`; Linux >= 6.9, root).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Passthrough {
+    /// `off`: the daemon serves every read and write.
+    Off,
+    /// `reads`: read-only opens; every write goes through the daemon, which reserves its bytes first.
+    Reads,
+    /// `auto`: reads, and the writers of block files and engine temporaries once a block size is
+    /// learned, each reserving that size at its open (see `fs::passthrough`).
+    Auto,
+}
+
+/// Parses `passthrough=auto|reads|off`. Errors: any other value.
+pub fn parse_passthrough(v: &str) -> Result<Passthrough, ConfigError> {
     match v.trim() {
-        "auto" => Ok(true),
-        "off" => Ok(false),
-        _ => err(format!("{key}: '{v}' is not auto or off; e.g. {key}=off")),
+        "auto" => Ok(Passthrough::Auto),
+        "reads" => Ok(Passthrough::Reads),
+        "off" => Ok(Passthrough::Off),
+        _ => err(format!("passthrough: '{v}' is not auto, reads or off; e.g. passthrough=reads")),
     }
 }
 
@@ -551,48 +564,4 @@ fn check_out_file(
         return err(not_writable(&format!("{key} directory"), d));
     }
     Ok(dir)
-}
-
-/// Warnings about options that are valid but probably not what the user
-/// wants, one line each, printed before the mount: a mountpoint that is not
-/// empty (its entries are hidden while mounted; mount(8) allows it, as
-/// fuse's `nonempty` became the default in fuse3). Not checked when the
-/// mountpoint lies on a FUSE filesystem: listing it would wait on that
-/// filesystem's daemon, which may be stopped. And a `max_size` above the
-/// size of BACKING's whole filesystem (statvfs `f_blocks × f_frsize`): it
-/// works (the filesystem's ENOSPC evicts), but the budget is never what
-/// stops a write, and `df` shows a size the disk does not have.
-pub fn warnings(opts: &Options) -> Vec<String> {
-    let mut w = Vec::new();
-    let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
-    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(opts.backing.as_os_str()));
-    if c.is_ok_and(|c| unsafe { libc::statvfs(c.as_ptr(), &mut v) } == 0) {
-        let total = u64::from(v.f_blocks).saturating_mul(u64::from(v.f_frsize));
-        if total > 0 && opts.max_size > total {
-            w.push(format!(
-                "max_size {} is larger than the filesystem of {} ({} in all): that filesystem fills first \
-                 (its ENOSPC then evicts); give max_size below {}",
-                crate::status::bytes(opts.max_size),
-                opts.backing.display(),
-                crate::status::bytes(total),
-                crate::status::bytes(total)
-            ));
-        }
-    }
-    let on_fuse = crate::claim::fstype_of(&opts.mountpoint).is_none_or(|t| t == "fuse" || t.starts_with("fuse."));
-    if on_fuse {
-        return w;
-    }
-    if let Ok(mut rd) = std::fs::read_dir(&opts.mountpoint) {
-        if let Some(Ok(first)) = rd.next() {
-            let more = rd.count();
-            w.push(format!(
-                "mountpoint {} is not empty ({}{}): hidden while boundfs is mounted over it",
-                opts.mountpoint.display(),
-                first.file_name().to_string_lossy(),
-                if more > 0 { format!(" and {more} more") } else { String::new() }
-            ));
-        }
-    }
-    w
 }
