@@ -195,7 +195,9 @@ impl Core {
                 self.inval.wait_all(crate::fs::INVAL_WAIT);
             }
         })?;
-        let room = self.writer_room(block, flags, true);
+        // Only a whole rewrite (O_TRUNC) of a block file may pass: an
+        // append or an update in place goes through the daemon, exact.
+        let room = self.writer_room(block && flags & libc::O_TRUNC != 0, flags, true);
         self.plan_io(fh, handle, flags, block, room)
     }
 

@@ -107,7 +107,8 @@ impl Core {
     }
 
     /// Reserves what a passthrough writer of a block file or engine
-    /// temporary (`candidate`) opened with `flags` will hold, before the
+    /// temporary that the open creates or truncates (`candidate`) opened
+    /// with `flags` will hold, before the
     /// open (see [`Core::plan_io`]); `wait` as for [`Core::reserve`]. `None`
     /// when the open does not write, is no candidate, no size has been
     /// learned yet, or there is no room now for it and as much again (the

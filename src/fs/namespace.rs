@@ -110,6 +110,8 @@ impl Core {
         if after.wake {
             self.wake_evictor();
         }
+        // An existing file opened without O_TRUNC is written through the daemon.
+        let writer = writer.filter(|_| created || flags & libc::O_TRUNC != 0);
         Ok((super::attr(inode.ino, &st), self.plan_io(fh, handle, flags, candidate, writer)?))
     }
 
