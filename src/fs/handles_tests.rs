@@ -38,3 +38,50 @@ fn the_core_plans_the_mode_and_one_release_undoes_it() {
     assert!(c.release(w).is_none());
     assert_eq!(c.accounts().lock().counts().open_handles, 0);
 }
+
+/// Bytes reserved in the ledger now.
+fn reserved(c: &crate::fs::Core) -> u64 {
+    let l = c.accounts().lock();
+    l.committed() - l.usage()
+}
+
+/// A passthrough writer's bytes never reach the core: what it holds is
+/// reserved at CREATE, the check reserves what it grows past that, and
+/// RELEASE replaces both by the file's real size.
+#[test]
+fn a_passthrough_writer_holds_the_learned_size_until_its_release() {
+    use std::os::fd::AsRawFd;
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    c.enable_passthrough(true);
+    c.allow_pass_writers(true);
+    let block = vec![7u8; 1 << 20];
+    // The first block is written through the core, which learns its size.
+    store(&c, "a.bin", &block);
+    let (usage, committed) = {
+        let l = c.accounts().lock();
+        (l.usage(), l.committed())
+    };
+    assert_eq!(usage, committed, "nothing reserved at rest");
+
+    let (_, o) =
+        c.create(ROOT, OsStr::new("b.bin_1.tmp"), 0o644, libc::O_WRONLY | libc::O_EXCL, crate::testing::ME).unwrap();
+    assert!(matches!(o.plan, Plan::NeedBacking { direct: false }), "a passthrough writer: {:?}", o.plan);
+    let held = reserved(&c);
+    assert!(held >= 1 << 20, "the learned size is reserved at CREATE ({held})");
+    // The kernel writes twice that straight to the backing file.
+    let big = vec![9u8; 2 << 20];
+    assert_eq!(unsafe { libc::pwrite(o.handle.fd.as_raw_fd(), big.as_ptr().cast(), big.len(), 0) }, big.len() as isize);
+    let over = c.check_writers().expect("a passthrough writer is open");
+    assert!(over >= 1 << 20, "the check finds the overrun ({over})");
+    assert_eq!(crate::stats::Stats::get(&c.stats().writer_overruns), 1);
+    let held = reserved(&c);
+    assert!(held >= 2 << 20, "the overrun is reserved too ({held})");
+
+    c.release(o.fh);
+    let l = c.accounts().lock();
+    assert_eq!(l.committed(), l.usage(), "RELEASE returns the reservation");
+    assert!(l.usage() >= 3 << 20, "usage counts both files ({})", l.usage());
+    drop(l);
+    assert!(c.check_writers().is_none(), "no passthrough writer left");
+}

@@ -38,6 +38,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
+/// How many recent block sizes a passthrough writer's reservation is the
+/// largest of (see [`IoModes::writer_reservation`]).
+pub const LEARNED: usize = 32;
+
 /// How one open file handle does its I/O.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -92,10 +96,14 @@ pub struct IoModes<B> {
     direct_writers: AtomicBool,
     /// Writers of block files and engine temporaries may get passthrough.
     pass_writers: AtomicBool,
-    /// The largest allocated size, bytes, of a block file or engine
-    /// temporary written through the mount so far (0: none yet): what a
-    /// passthrough writer reserves.
-    learned: AtomicU64,
+    /// The allocated sizes, bytes, of the last [`LEARNED`] block files or
+    /// engine temporaries written through the mount (0: none yet), a ring
+    /// written at `learned_at`: the largest is what a passthrough writer
+    /// reserves. A window rather than an all-time maximum, so that one odd
+    /// large file makes the next writers reserve (and evict) too much only
+    /// until [`LEARNED`] more have been written.
+    learned: [AtomicU64; LEARNED],
+    learned_at: AtomicU64,
     state: Mutex<State<B>>,
 }
 
@@ -106,7 +114,8 @@ impl<B> IoModes<B> {
             enabled: AtomicBool::new(enabled),
             direct_writers: AtomicBool::new(false),
             pass_writers: AtomicBool::new(false),
-            learned: AtomicU64::new(0),
+            learned: Default::default(),
+            learned_at: AtomicU64::new(0),
             state: Mutex::new(State { inodes: HashMap::new() }),
         }
     }
@@ -123,19 +132,23 @@ impl<B> IoModes<B> {
         self.pass_writers.store(on, Ordering::Relaxed);
     }
 
-    /// Bytes a passthrough writer reserves now: the largest block file or
-    /// engine temporary written so far, or `None` while no size is known
+    /// Bytes a passthrough writer reserves now: the largest of the last
+    /// [`LEARNED`] block files or engine temporaries written, or `None`
+    /// while no size is known
     /// (the first ones go through the daemon) or writers may not pass.
     pub fn writer_reservation(&self) -> Option<u64> {
-        let on = self.pass_writers.load(Ordering::Relaxed) && self.enabled();
-        Some(self.learned.load(Ordering::Relaxed)).filter(|&b| on && b > 0)
+        if !self.pass_writers.load(Ordering::Relaxed) || !self.enabled() {
+            return None;
+        }
+        Some(self.learned.iter().map(|b| b.load(Ordering::Relaxed)).max().unwrap_or(0)).filter(|&b| b > 0)
     }
 
     /// A block file or engine temporary written through the mount was
-    /// released allocating `bytes`: later passthrough writers reserve at
-    /// least that.
+    /// released allocating `bytes`: the next [`LEARNED`] passthrough writers
+    /// reserve at least that.
     pub fn learn(&self, bytes: u64) {
-        self.learned.fetch_max(bytes, Ordering::Relaxed);
+        let i = self.learned_at.fetch_add(1, Ordering::Relaxed) as usize % LEARNED;
+        self.learned[i].store(bytes, Ordering::Relaxed);
     }
 
     /// Plans a passthrough writer of inode `ino` (FOPEN_PASSTHROUGH without

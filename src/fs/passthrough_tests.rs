@@ -100,3 +100,33 @@ fn write_only_opens_take_no_mode_unless_readers_are_in_passthrough() {
     assert!(m.release(7, Mode::Passthrough).is_none());
     assert_eq!(m.release(7, Mode::Passthrough), Some(id), "the last passthrough open hands the backing id back");
 }
+
+#[test]
+fn a_writer_reserves_the_largest_of_the_recent_block_sizes() {
+    let m: IoModes<Id> = IoModes::new(true);
+    m.allow_pass_writers(true);
+    assert_eq!(m.writer_reservation(), None, "nothing learned yet: the daemon writes");
+    m.learn(2 << 20);
+    m.learn(1 << 20);
+    assert_eq!(m.writer_reservation(), Some(2 << 20));
+    // One odd large file counts only for the next LEARNED writers.
+    m.learn(64 << 20);
+    assert_eq!(m.writer_reservation(), Some(64 << 20));
+    for _ in 0..LEARNED {
+        m.learn(2 << 20);
+    }
+    assert_eq!(m.writer_reservation(), Some(2 << 20));
+    m.enable(false);
+    assert_eq!(m.writer_reservation(), None, "passthrough off");
+}
+
+#[test]
+fn a_passthrough_writer_never_joins_cached_opens() {
+    let m: IoModes<Id> = IoModes::new(true);
+    assert!(matches!(m.plan(7, false), Plan::Cached));
+    assert!(m.plan_pass_writer(7).is_none(), "the kernel would refuse it (ETXTBSY)");
+    assert!(m.release(7, Mode::Cached).is_none());
+    assert!(matches!(m.plan_pass_writer(7), Some(Plan::NeedBacking { direct: false })));
+    // A reader joins the writer in passthrough mode.
+    assert!(matches!(m.plan(7, true), Plan::NeedBacking { direct: false }));
+}

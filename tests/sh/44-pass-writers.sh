@@ -7,11 +7,14 @@
 #  a. 8 writers storing 3 x max_size of same-size blocks: usage, sampled
 #     atomically from outside (statfs of a tmpfs BACKING, every 2 ms), never
 #     passes max_size + 1 MiB, as on the daemon path.
-#  b. 8 writers storing blocks twice the learned size (each 2 MiB past its
+#  b. one writer stores 4 MiB past its reservation and holds the file open:
+#     the check finds the overrun (counted) and reserves it, evicting, so
+#     usage goes back within max_size while the writer still holds it.
+#  c. 8 writers storing blocks twice the learned size (each 2 MiB past its
 #     reservation): usage stays within the stated bound, max_size + what
-#     the open writers stored past their reservations (8 x 2 MiB), the check
-#     counts the overruns, and usage comes back below max_size.
-#  c. passthrough=reads: the same stores all reach the daemon as WRITEs.
+#     the open writers stored past their reservations (8 x 2 MiB), and
+#     comes back below max_size.
+#  d. passthrough=reads: the same stores all reach the daemon as WRITEs.
 # Every stored block reads back intact.
 . "$(dirname "$0")/lib.sh"
 
@@ -49,14 +52,40 @@ assert_ge "$pw" 90 "creators in passthrough (of 96 blocks; a few may find no hea
 assert_le $(($(requests WRITE) - writes0)) 6 "WRITE requests: the bytes went through kernel passthrough"
 assert_eq 0 "$(stats_field writer_overruns)" "no writer outgrew its reservation"
 
-# b. blocks twice the learned size: each writer stores 2 MiB past what it holds
+# b. one outgrowing writer, held open until the check has found it (after
+# the background evictor has brought usage down, so its CREATE finds room
+# without evicting and is admitted as a passthrough writer)
+poll_until 10 "usage at most the high watermark before b" usage_at_most $((MAX * 95 / 100))
+pw=$(stats_field passthrough_writers)
+$PY - "$MNT/kv/held.bin_1.tmp" "$BFS_TMP/ready" "$BFS_TMP/go" > "$BFS_TMP/hold.out" 2>&1 <<'PYEOF' &
+import os, sys, time
+path, ready, go = sys.argv[1:]
+os.makedirs(os.path.dirname(path), exist_ok=True)
+fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+os.write(fd, b"y" * (6 << 20))
+open(ready, "w").close()
+deadline = time.time() + 60
+while not os.path.exists(go) and time.time() < deadline:
+    time.sleep(0.01)
+os.close(fd)
+print("closed")
+PYEOF
+HOLD=$!; bfs_bg "$HOLD"
+poll_until 20 "the writer stored 6 MiB" test -e "$BFS_TMP/ready"
+assert_eq $((pw + 1)) "$(stats_field passthrough_writers)" "the held writer is a passthrough writer"
+poll_until 10 "the check found the held writer's overrun" test "$(stats_field writer_overruns)" -ge 1
+poll_until 10 "usage back within max_size while the writer holds its file" usage_at_most "$MAX"
+touch "$BFS_TMP/go"
+bfs_wait_exit "$HOLD" 20 || fail "holder did not finish: $(cat "$BFS_TMP/hold.out")"
+rm -f "$MNT/kv/held.bin_1.tmp"
+
+# c. blocks twice the learned size: each writer stores 2 MiB past what it holds
 read -r peak res < <(sampled_store big 4M)
 bound=$((MAX + 8 * 2 * MiB + MiB))
-log "b. outgrowing writers: usage peak $peak (bound $bound); $res"
+log "c. outgrowing writers: usage peak $peak (bound $bound); $res"
 assert_le "$peak" "$bound" "usage above max_size + the 8 writers' overrun"
 assert_eq 96 "$(json_get "$res" stored)" "blocks stored"
 assert_eq 0 "$(json_get "$res" errors)" "store errors"
-assert_ge "$(stats_field writer_overruns)" 1 "the check found the overruns"
 poll_until 10 "usage back within max_size after the outgrowing writers" usage_at_most "$MAX"
 all=$(kv_load "$MNT" 96 big) || fail "loader crashed"
 assert_eq 0 "$(json_get "$all" corrupt)" "corrupt 4 MiB blocks"
@@ -64,7 +93,7 @@ assert_eq 0 "$(json_get "$all" errors)" "load errors"
 assert_ge "$(json_get "$all" loaded)" 8 "newest 4 MiB blocks kept"
 bfs_unmount
 
-# c. passthrough=reads: every write reaches the daemon
+# d. passthrough=reads: every write reaches the daemon
 bfs_mount max_size=64M,threads=4,passthrough=reads
 writes0=$(requests WRITE)
 res=$(kv_store "$MNT" 16 reads 2M 4) || fail "writer crashed: $res"
