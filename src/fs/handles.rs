@@ -143,6 +143,7 @@ impl Core {
     pub fn release(&self, fh: u64) -> Option<Arc<BackingId>> {
         let h = self.take_handle(fh)?;
         let (key, ino, mode) = (h.key, h.ino, h.mode.lock().take());
+        self.drop_released(&h);
         drop(h);
         if self.shared {
             // Every write through this handle (daemon or kernel passthrough)
