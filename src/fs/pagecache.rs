@@ -139,6 +139,7 @@ fn resident(fd: BorrowedFd<'_>, len: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{ROOT, core, store};
     use std::io::Write;
 
     #[test]
@@ -167,5 +168,37 @@ mod tests {
                 assert_eq!(resident(r.as_fd(), 1 << 20), 0);
             }
         }
+    }
+
+    #[test]
+    fn direct_reads_and_read_only_releases_leave_no_page_with_drop_cache() {
+        let d = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let mut c = core(d.path(), 1 << 30);
+        let data = vec![5u8; 1 << 20];
+        store(&c, "k.bin", &data);
+        let f = std::fs::File::open(d.path().join("k.bin")).unwrap();
+        f.sync_all().unwrap();
+        drop_range(f.as_fd(), 0, 0);
+        if resident(f.as_fd(), 1 << 20) != 0 {
+            return; // a filesystem whose pages DONTNEED cannot drop (tmpfs)
+        }
+        let ino = c.lookup(ROOT, std::ffi::OsStr::new("k.bin")).unwrap().ino;
+        let read = |c: &Core, flags: i32| {
+            let fh = c.open(ino, flags).unwrap().fh;
+            assert_eq!(c.read(fh, 0, 1 << 20, flags).unwrap(), data);
+            let after_read = resident(f.as_fd(), 1 << 20);
+            c.release(fh);
+            (after_read, resident(f.as_fd(), 1 << 20))
+        };
+        assert_eq!(read(&c, libc::O_RDONLY | libc::O_DIRECT), (0, 0), "an O_DIRECT READ caches nothing");
+        assert_eq!(read(&c, libc::O_RDONLY), (256, 256), "drop_cache=off: a buffered read stays cached");
+        drop_range(f.as_fd(), 0, 0);
+        c.set_drop_cache(true);
+        assert_eq!(read(&c, libc::O_RDONLY), (0, 0), "drop_cache=release: the READ keeps no copy");
+        assert_eq!(std::fs::read(d.path().join("k.bin")).unwrap(), data);
+        assert_eq!(resident(f.as_fd(), 1 << 20), 256);
+        let fh = c.open(ino, libc::O_RDONLY).unwrap().fh;
+        c.release(fh);
+        assert_eq!(resident(f.as_fd(), 1 << 20), 0, "drop_cache=release: a read-only RELEASE drops the file's pages");
     }
 }
