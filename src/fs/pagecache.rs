@@ -2,7 +2,9 @@
 //! (O_DIRECT, `POSIX_FADV_DONTNEED`) made to reach the backing file where
 //! FUSE does not carry it there.
 //!
-//! What Linux 6.18 does with a client's fadvise(2) on a FUSE file:
+//! What Linux 6.18 does with a client's fadvise(2) on a FUSE file (read in
+//! a current mainline tree, functions named below; checked on this 6.18
+//! kernel's /proc/kallsyms and by measurement, tests/sh/37-page-cache.sh):
 //! - `fadvise64` calls `vfs_fadvise`, which runs the file's own
 //!   `f_op->fadvise` if it has one, else `generic_fadvise` on the file's own
 //!   mapping, `file->f_mapping` (mm/fadvise.c). FUSE's
@@ -21,7 +23,9 @@
 //!   reader's passthrough reads bypass the page cache as natively.
 //! - Cached (daemon) path: the client's reads fill the FUSE inode's mapping
 //!   and the daemon's pread fills the backing file's, so the pages are
-//!   cached twice; DONTNEED drops the FUSE copy only. An O_DIRECT client read
+//!   cached twice; DONTNEED drops the FUSE copy only (measured with mincore
+//!   on the client's own fd: 32 MiB read, FUSE copy 32 → 0 MiB, backing
+//!   copy stays 32 MiB). An O_DIRECT client read
 //!   is a READ request here (`fuse_direct_IO`) whose `fuse_read_in.flags`
 //!   carry the open flags O_DIRECT included (`fuse_read_args_fill`), served
 //!   by the daemon's buffered fd: it would fill the backing file's cache.
@@ -34,7 +38,8 @@
 //! - With `drop_cache=release` (off by default: the backing file's pages
 //!   stay cached after a close, as a plain directory's do): every READ drops
 //!   its range likewise (the FUSE inode's mapping then holds the only copy,
-//!   which a client's DONTNEED does reach), and every RELEASE of a handle
+//!   which a client's DONTNEED does reach, before its close: measured 32 → 0
+//!   MiB, backing 0), and every RELEASE of a handle
 //!   opened for reading drops the backing file's cached pages, so a reader
 //!   that drops what it read (a KV tier keeping memory for the engine)
 //!   leaves nothing cached once it closes, under passthrough too. A RELEASE
@@ -67,8 +72,9 @@ impl Core {
     pub(super) fn read_backing(&self, h: &Handle, buf: &mut [u8], off: u64, flags: i32) -> SysResult<usize> {
         let direct = flags & libc::O_DIRECT != 0;
         if direct {
-            // No readahead: pages read ahead, perhaps still being read in
-            // (locked) when the drop below runs, would stay cached.
+            // No readahead (FMODE_RANDOM stays on this handle's fd, which
+            // serves only this O_DIRECT open): pages read ahead, perhaps still
+            // being read in (locked) when the drop below runs, would stay.
             advise(h.fd.as_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
         }
         let n = sys::pread_full(h.fd.as_raw_fd(), buf, off)?;
@@ -124,7 +130,7 @@ pub fn parse_drop_cache(v: &str) -> Result<bool, ConfigError> {
 /// Resident pages of `fd`'s file (mmap + mincore), for tests.
 #[cfg(test)]
 fn resident(fd: BorrowedFd<'_>, len: usize) -> usize {
-    // SAFETY: a private read-only mapping of a file of at least `len` bytes,
+    // SAFETY: a read-only shared mapping of a file of at least `len` bytes,
     // unmapped before returning; mincore writes one byte per page into `v`.
     unsafe {
         let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, fd.as_raw_fd(), 0);
