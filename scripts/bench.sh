@@ -543,6 +543,42 @@ for BK in "${MAIN_BACKINGS[@]}"; do
         done
     done
 
+    # b./c. page cache grown per GiB loaded: the load set's pages dropped
+    # first (natively), the bench in its memory cgroup, measured once the
+    # mount is gone (a RELEASE is asynchronous to the close); boundfs also
+    # with drop_cache=release (workloads *_rel: native there is the same run).
+    # Keys: load_pcache (buffered), load_dn_pcache (the reader drops each
+    # block: POSIX_FADV_DONTNEED before the close), load_direct_pcache.
+    if want load && cg_enter; then
+        for ((r = 1; r <= REPS; r++)); do
+            note "b./c. page cache grown per GiB loaded, rep $r/$REPS"
+            for mode in buffered dontneed direct; do
+                wl=load_pcache flag=()
+                [[ $mode == dontneed ]] && { wl=load_dn_pcache; flag=(--dontneed); }
+                [[ $mode == direct ]] && { wl=load_direct_pcache; flag=(--direct); }
+                for sys in "${SYSTEMS[@]}" boundfs_rel; do
+                    [[ $sys == boundfs_rel && $mode == direct ]] && continue
+                    "$PY" "$KV" uncache "$LOADSET" "$N" --seed load >/dev/null || { bad $wl "$sys" uncache; continue; }
+                    c0=$(cg_cache)
+                    kind=${sys%_rel} extra=warm_entries=0
+                    [[ $sys == boundfs_rel ]] && extra+=,drop_cache=release
+                    BOUNDFS_EXTRA=$extra target "$kind" "$LOADSET" "$BASE/mnt-$kind" || { bad $wl "$sys" mount; continue; }
+                    "$PY" "$KV" load "$T" "$N" --seed load --threads "$THREADS" "${flag[@]}" >"$LOGS/$BK-$wl-$sys-$r.json" ||
+                        { bad $wl "$sys" "load failed"; [[ $kind == native ]] || fs_stop; continue; }
+                    [[ $kind == native ]] || fs_stop
+                    v=$(awk -v a="$c0" -v b="$(cg_cache)" -v n="$DATA_M" 'BEGIN { printf "%.1f", (b - a) / 1048576 / (n / 1024) }')
+                    note "  $wl/$sys: $v MiB per GiB loaded"
+                    case $sys in
+                        native) add $wl native "$v"; add ${wl}_rel native "$v" ;;
+                        boundfs_rel) add ${wl}_rel boundfs "$v" ;;
+                        *) add $wl "$sys" "$v" ;;
+                    esac
+                done
+            done
+        done
+        cg_leave
+    fi
+
     # ------------------------------------------------------------------ d. probe
     want probe && for ((r = 1; r <= REPS; r++)); do
         note "d. probe, rep $r/$REPS"
@@ -788,14 +824,14 @@ smed() { local st; st=$(sstat "$1" "$2"); echo "${st%% *}"; }
 # main table: per backing (disk: keys SYS, tmpfs: SYS@tmpfs) native,
 # mergerfs, boundfs and the two ratios of medians
 SFX_disk="" SFX_tmpfs="@tmpfs"
-row() {   # row WL LABEL UNIT KIND [native|both: no such figure there]
+row() {   # row WL LABEL UNIT KIND [native|mergerfs|both: no such figure there]
     local wl=$1 label=$2 unit=$3 kind=$4 na=${5:-} line bk sfx n m b
     line="| $label | $unit"
     for bk in "${BACKINGS[@]}"; do
         sfx=SFX_$bk; sfx=${!sfx}
         n=$(smed "$wl" "native$sfx") m=$(smed "$wl" "mergerfs$sfx") b=$(smed "$wl" "boundfs$sfx")
         if [[ $na == native || $na == both ]]; then line+=" | —"; n=""; else line+=" | $(scell "$wl" "native$sfx" "$kind")"; fi
-        if [[ $na == both ]]; then line+=" | —"; m=""
+        if [[ $na == both || $na == mergerfs ]]; then line+=" | —"; m=""
         elif ((!HAVE_MERGERFS)); then line+=" | n/a"; m=""
         else line+=" | $(scell "$wl" "mergerfs$sfx" "$kind")"; fi
         line+=" | $(scell "$wl" "boundfs$sfx" "$kind") | $(ratio "$b" "$n") | $(ratio "$m" "$n")"
@@ -823,6 +859,7 @@ say "boundfs  -f BACKING MNT -o max_size=${BUDGET_M}M,threads=$NCPU   (f: max_si
 say "a  kvbench.py store DIR $N --threads $THREADS            # 2 MiB blocks, tmp+O_EXCL+O_DIRECT, 1 write, rename; page cache: memory.stat ${CG_KEY:-file/cache} of the bench's memory cgroup, after - before"
 say "b  kvbench.py load DIR $N --threads $THREADS             # backing page cache warm, fresh mount (boundfs: warm_entries=0; after a restart: default, once its log says warmed)"
 say "c  kvbench.py load DIR $N --threads $THREADS --direct"
+say "b/c page cache per GiB loaded: kvbench.py uncache BACKING $N (natively), then load [--dontneed | --direct] on a fresh mount (boundfs: warm_entries=0 [,drop_cache=release]), unmounted; memory.stat ${CG_KEY:-file/cache} after - before, / GiB loaded"
 say "d  kvbench.py probe DIR $PROBE_N [--again]             # access(F_OK) x $((2 * PROBE_N)), half missing, 1 thread, fresh mount; --again: timed second pass"
 say "e  kvbench.py readdir DIR --expect $FLAT_N             # scandir of one flat dir, fresh mount"
 say "f  kvbench.py store DIR $PREFILL_N (prefill, untimed); kvbench.py store DIR $EVICT_STORE_N   # boundfs: max_size=${EVICT_MAX_M}M, evictions delta of its status / s; native + LRU: both with --lru-budget ${EVICT_MAX_M}M, the second --lru-adopt"
@@ -851,6 +888,11 @@ row store_pcache "a. page cache grown by that store (lower better)"   "MiB" dec
 row load         "b. load, buffered (warm backing), entries cold"     "MiB/s" mib
 row load_restart "b. load after a restart (entries warmed)"          "MiB/s" mib
 row load_direct  "c. load, O_DIRECT, entries cold"                    "MiB/s" mib
+row load_pcache  "b. page cache grown per GiB loaded, buffered, cold (lower better)" "MiB/GiB" dec
+row load_pcache_rel "b. the same, boundfs -o drop_cache=release"         "MiB/GiB" dec mergerfs
+row load_dn_pcache "b. the same, the reader drops each block (POSIX_FADV_DONTNEED)" "MiB/GiB" dec
+row load_dn_pcache_rel "b. the same with DONTNEED, boundfs -o drop_cache=release" "MiB/GiB" dec mergerfs
+row load_direct_pcache "c. page cache grown per GiB loaded, O_DIRECT, cold" "MiB/GiB" dec
 row probe        "d. probe access(F_OK), 50% miss"                    "ops/s" int
 row probe_again  "d. probe again, same names (engine re-checks)"     "ops/s" int
 row readdir      "e. readdir $FLAT_N-entry flat dir"                  "entries/s" int
@@ -935,7 +977,7 @@ say ""
 say "Raw samples (in run order):"
 say ""
 say '```'
-for wl in store store_pcache load load_restart load_direct probe probe_again readdir restart restart_index rss rss_total fio_write fio_read \
+for wl in store store_pcache load load_restart load_direct load_pcache load_pcache_rel load_dn_pcache load_dn_pcache_rel load_direct_pcache probe probe_again readdir restart restart_index rss rss_total fio_write fio_read \
     trace trace_hit "${BOUNDED_WLS[@]}"; do
     for sys in native mergerfs boundfs native@tmpfs mergerfs@tmpfs boundfs@tmpfs lru:disk boundfs:disk lru:tmpfs boundfs:tmpfs; do
         [[ -n ${S[$wl,$sys]:-} || -n ${ERRS[$wl,$sys]:-} ]] || continue

@@ -21,6 +21,8 @@ Commands
                     and, with --lru-budget, "lru" (held, evictions, peak bytes).
   load ROOT N       open(O_RDONLY[|O_DIRECT]) ; one readv() of the whole block into
                     an aligned buffer ; close. A short read counts as an error.
+                    --dontneed: posix_fadvise(POSIX_FADV_DONTNEED) before the close.
+  uncache ROOT N    POSIX_FADV_DONTNEED on each of the N blocks (page cache dropped).
   mkfiles ROOT N    N empty block files in the hashed layout (--layout vllm|h3).
   probe ROOT N      access(F_OK) on N existing block paths and N missing ones
                     (same leaf directory, other name), interleaved and shuffled;
@@ -376,6 +378,8 @@ def cmd_load(a):
                 fd = os.open(p, flags)
                 try:
                     n = os.readv(fd, [buf])
+                    if a.dontneed:
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 finally:
                     os.close(fd)
                 if n != a.size:
@@ -387,6 +391,19 @@ def cmd_load(a):
 
     secs = run_threads(a.threads, paths, work)
     emit("load_direct" if a.direct else "load", a.n, sum(total), secs, err.n)
+
+
+def cmd_uncache(a):
+    """Drops the blocks' clean pages from the page cache (POSIX_FADV_DONTNEED
+    on each file, opened where ROOT is: run it on the backing directory)."""
+    t0 = time.perf_counter()
+    for i in range(a.n):
+        fd = os.open(block_path(a.root, block_hash(a.seed, i)), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    emit("uncache", a.n, 0, time.perf_counter() - t0, 0)
 
 
 # ---------------------------------------------------------------- metadata
@@ -502,7 +519,10 @@ def main():
     s.add_argument("--buffered", action="store_true", help="no O_DIRECT")
     s.add_argument("--lru-budget", type=parse_size, help="keep ROOT within this many bytes by an exact in-process LRU (BudgetLRU)")
     s.add_argument("--lru-adopt", action="store_true", help="with --lru-budget: count the *.bin already in ROOT first (oldest mtime least recent)")
-    blocks_cmd("load", cmd_load).add_argument("--direct", action="store_true", help="O_DIRECT")
+    s = blocks_cmd("load", cmd_load)
+    s.add_argument("--direct", action="store_true", help="O_DIRECT")
+    s.add_argument("--dontneed", action="store_true", help="posix_fadvise(POSIX_FADV_DONTNEED) each block after reading it")
+    blocks_cmd("uncache", cmd_uncache)
     blocks_cmd("mkfiles", cmd_mkfiles).add_argument("--layout", choices=["vllm", "h3"], default="vllm")
     blocks_cmd("path", cmd_path).add_argument("--layout", choices=["vllm", "h3"], default="vllm")
     s = sub.add_parser("stats")

@@ -115,6 +115,8 @@ pub struct Options {
     pub shared: bool,
     /// Whether FLUSH closes a duplicate of the backing fd (`flush`).
     pub flush: FlushMode,
+    /// Backing files' cached pages dropped at RELEASE and after READs (`drop_cache=release`).
+    pub drop_cache: bool,
 }
 
 /// How the kernel updates access times on the mount (mount(2) flags; the

@@ -88,6 +88,11 @@ pub struct Args {
     #[arg(long, value_name = "auto|on|off", default_value = "auto", value_parser = config::parse_flush,
           help_heading = MOUNT_OPTIONS)]
     pub flush: FlushMode,
+    /// Backing file page cache: off (kept after a close, as on a plain directory) or release (a read-only
+    /// handle's RELEASE drops the file's cached pages, and the daemon's READs keep no copy of theirs).
+    #[arg(long, value_name = "off|release", default_value = "off", action = clap::ArgAction::Set,
+          value_parser = crate::fs::pagecache::parse_drop_cache, help_heading = MOUNT_OPTIONS)]
+    pub drop_cache: bool,
     /// How long the kernel caches entries, misses and attributes; 2s with shared.
     #[arg(long, value_name = "DURATION", default_value = "60s",
           value_parser = |v: &str| config::parse_duration("attr_timeout", v), help_heading = MOUNT_OPTIONS)]
@@ -432,6 +437,7 @@ pub fn options(a: Args, matches: &ArgMatches) -> Result<Options, ConfigError> {
         metrics_interval: a.metrics_interval,
         shared: a.shared,
         flush: a.flush,
+        drop_cache: a.drop_cache,
         log_file,
         atime,
         patterns: a.pattern,

@@ -99,6 +99,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     check_atime(opts, root_fd.as_fd())?;
     let mut core = Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval);
     core.set_modes(opts.shared, flush_backing);
+    core.set_drop_cache(opts.drop_cache);
     core.set_noatime(opts.atime.mode == AtimeMode::Noatime, opts.atime.nodiratime);
     let core = Arc::new(core);
     core.unevictable().set_patterns(&opts.patterns);

@@ -224,11 +224,12 @@ impl Core {
         Ok((fh, h, after.block))
     }
 
-    /// READ `size` bytes at `off`. A read of a block file counts as use.
-    pub fn read(&self, fh: u64, off: u64, size: u32) -> OpResult<Vec<u8>> {
+    /// READ `size` bytes at `off`; `flags` are the open flags the kernel sends
+    /// with it (see `super::pagecache`). A read of a block file counts as use.
+    pub fn read(&self, fh: u64, off: u64, size: u32, flags: i32) -> OpResult<Vec<u8>> {
         let h = self.handle(fh)?;
         let mut buf = vec![0u8; size as usize];
-        let n = sys::pread_full(h.fd.as_raw_fd(), &mut buf, off)?;
+        let n = self.read_backing(&h, &mut buf, off, flags)?;
         buf.truncate(n);
         self.touch(h.key);
         Ok(buf)

@@ -30,7 +30,7 @@ fn open_before_the_check_keeps_the_file() {
     let (key, path) = c.accounts().lock().take_victim().unwrap();
     let fh = c.open(ino, libc::O_RDONLY).unwrap().fh;
     assert!(c.evict_victim(key, &path).is_none(), "an open file is never evicted");
-    assert_eq!(c.read(fh, 0, 16).unwrap(), b"data");
+    assert_eq!(c.read(fh, 0, 16, 0).unwrap(), b"data");
     c.release(fh);
     assert!(d.path().join("k.bin").exists());
 }

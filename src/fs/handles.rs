@@ -216,6 +216,7 @@ impl Core {
         let h = self.take_handle(fh)?;
         self.true_up(&h);
         let (key, ino, mode) = (h.key, h.ino, h.mode.lock().take());
+        self.drop_released(&h);
         drop(h);
         if self.shared {
             // Every write through this handle (daemon or kernel passthrough)

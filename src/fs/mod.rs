@@ -12,14 +12,13 @@
 
 pub mod accounts;
 pub mod dirlock;
+mod evict;
 pub mod handles;
 pub mod inode;
-pub mod passthrough;
-pub mod stamps;
-
-mod evict;
 pub mod journal;
 pub mod lease;
+pub mod passthrough;
+pub mod stamps;
 
 mod context;
 mod control;
@@ -30,6 +29,7 @@ mod meta;
 mod namespace;
 pub mod own_removals;
 mod owner;
+pub mod pagecache;
 mod parts;
 pub mod privs;
 mod recreate;
@@ -136,6 +136,8 @@ pub struct Core {
     /// kernel passthrough reads update BACKING's atime. Set once, before the
     /// mount serves.
     open_extra: (i32, i32),
+    /// `drop_cache=release` (see [`pagecache`]). Set once, before the mount serves.
+    drop_cache: bool,
     /// Shared mode: this node holds the sweeper lease (see [`lease`]); only
     /// the sweeper runs background sweeps and removes emptied directories.
     sweeping: AtomicBool,
@@ -192,6 +194,7 @@ impl Core {
             shared: false,
             flush_backing: false,
             open_extra: (0, 0),
+            drop_cache: false,
             sweeping: AtomicBool::new(false),
             journal: Default::default(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),

@@ -338,12 +338,12 @@ impl Filesystem for BoundFs {
         fh: FileHandle,
         offset: u64,
         size: u32,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
         self.core.stats().requests.count(Op::Read);
-        match self.core.read(fh.0, offset, size) {
+        match self.core.read(fh.0, offset, size, flags.0) {
             Ok(buf) => reply.data(&buf),
             Err(e) => reply_err!(self, reply, Read, Target::Fh(fh.0), e),
         }

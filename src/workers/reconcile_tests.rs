@@ -168,7 +168,7 @@ fn an_open_file_unlinked_behind_the_daemon_stays_counted_until_closed() {
     let r = Reconciler::new(HOUR).pass(&c);
     assert_eq!(r.dropped, 0, "an entry with an open handle is never dropped");
     assert_eq!(c.accounts().lock().usage(), before);
-    assert_eq!(c.read(fh, 0, 4).unwrap(), vec![1u8; 4]);
+    assert_eq!(c.read(fh, 0, 4, 0).unwrap(), vec![1u8; 4]);
     c.release(fh);
     // closed: its kernel-held inode has no link left, so the next pass drops it
     let r = Reconciler::new(HOUR).pass(&c);
