@@ -15,41 +15,81 @@ pub mod metrics;
 pub mod mount_error;
 pub mod mount_helper;
 pub mod sdnotify;
+pub mod threads;
 pub mod watchdog;
 
 #[cfg(test)]
 mod docs_tests;
 
-use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
 
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::config::{AtimeMode, Options, Passthrough};
-use crate::fs::Core;
+use crate::fs::{self, Core};
 use crate::fuse::BoundFs;
-use crate::key::key_of;
-use crate::ledger::policy::Policy;
-use crate::ledger::{Kind, Ledger};
 use crate::stats::{Op, Stats};
 use crate::sys;
-use crate::workers::{evictor, reconcile, scan, stamp, warm, watch, writers};
 use sdnotify::Notify;
+use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 
 enum Event {
     Signal(i32),
     Unmounted(std::io::Result<()>),
 }
 
-/// Mounts and serves until unmounted. `on_ready` runs once the mount is live
-/// and served (the daemon-mode parent exits 0 then); systemd, when `notify`
-/// has a socket, gets `READY=1` at the same moment and `STOPPING=1` when
-/// shutdown begins. Errors: a one-line reason (BACKING unreadable, the kernel
-/// refused the mount …), before `on_ready` unless the session itself fails.
+/// Mounts and serves until unmounted, in named steps: open the core over
+/// BACKING, mount, serve (the FUSE session and signals on their own
+/// threads), start the background threads, wait for the unmount, shut
+/// down. `on_ready` runs once the mount is live and served (the daemon-mode
+/// parent exits 0 then); systemd, when `notify` has a socket, gets
+/// `READY=1` at the same moment and `STOPPING=1` when shutdown begins.
+/// Errors: a one-line reason (BACKING unreadable, the kernel refused the
+/// mount …), before `on_ready` unless the session itself fails.
 pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(), String> {
+    prepare_process();
+    let core = Arc::new(open_core(opts)?);
+    // Handlers go in before the mount exists: a signal sent as soon as the
+    // mount is visible must unmount, not be lost (or ignored, as SIGINT is
+    // in background jobs of non-interactive shells).
+    let signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1]).map_err(|e| format!("signal setup: {e}"))?;
+    let mut session = mount(opts, &core)?;
+    let mut unmounter = session.unmount_callable();
+    let serving = Serving::start(session, signals)?;
+    let threads = threads::Threads::start(opts, notify, &core)?;
+    core.maybe_wake_evictor();
+    log::info!(
+        "mounted {} at {} (max_size {} bytes, watermarks {}/{}, {} threads{})",
+        opts.backing.display(),
+        opts.mountpoint.display(),
+        opts.max_size,
+        opts.high_watermark,
+        opts.low_watermark,
+        opts.threads,
+        opts.metrics_file.as_ref().map_or(String::new(), |p| format!(", metrics to {}", p.display())),
+    );
+    on_ready();
+    notify.send(&format!("READY=1\nSTATUS=serving {} at {}", opts.backing.display(), opts.mountpoint.display()));
+    let result = serving.wait(opts, notify, &core, &mut unmounter);
+    threads.stop(&core);
+    log::info!(
+        "unmounted {}; {} stamps written; final status {}",
+        opts.mountpoint.display(),
+        Stats::get(&core.stats().stamps),
+        core.stats_json()
+    );
+    result.map_err(|e| format!("FUSE session ended with an error: {e}"))
+}
+
+/// Process-wide settings before anything is opened: the open file limit
+/// raised (warned about when low and not root: one fd per cached inode),
+/// and umask 0, so that modes from clients are applied exactly (their umask
+/// is applied before, by the kernel or `Core::creation_mode`, which skips it
+/// under a default ACL).
+fn prepare_process() {
     let nofile = sys::raise_nofile();
     if nofile < 65536 && unsafe { libc::geteuid() } != 0 {
         log::warn!(
@@ -57,67 +97,28 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
              (no file handles); lookups fail with EMFILE beyond it"
         );
     }
-    // Modes from clients are applied exactly: their umask is applied before (by
-    // the kernel, or Core::creation_mode, which skips it under a default ACL).
     unsafe { libc::umask(0) };
-    let root_c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(opts.backing.as_os_str()))
-        .map_err(|_| "backing path contains a NUL byte".to_string())?;
-    let root_fd = {
-        let fd = unsafe { libc::open(root_c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(format!("cannot open {}: {}", opts.backing.display(), std::io::Error::last_os_error()));
-        }
-        unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
-    };
-    let root_key = key_of(&sys::fstat(root_fd.as_fd()).map_err(|e| format!("stat {}: {e:?}", opts.backing.display()))?);
-    let matcher = opts.block_matcher().map_err(|e| e.0)?;
+}
 
-    // The index is built in the background once mounted (workers::scan::index);
-    // until then reservations are checked against an upper bound of usage:
-    // the bytes used on BACKING's whole filesystem.
-    let mut ledger = Ledger::new(opts.max_size);
-    let root_st = sys::fstat(root_fd.as_fd()).map_err(|e| format!("stat {}: {e:?}", opts.backing.display()))?;
-    ledger.upsert(key_of(&root_st), sys::allocated(&root_st), false, None, 0);
-    ledger.set_kind(key_of(&root_st), Kind::Dir);
-    let used_bound = sys::fstatvfs(root_fd.as_fd())
-        .map(|v| (v.f_blocks - v.f_bfree) * v.f_frsize)
-        .map_err(|e| format!("statfs {}: {e:?}", opts.backing.display()))?;
-    ledger.start_indexing(used_bound);
-    let policy =
-        Policy { max_size: opts.max_size, high_watermark: opts.high_watermark, low_watermark: opts.low_watermark };
-    let stamp_root = sys::reopen(root_fd.as_fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
-    let index_root = sys::reopen(root_fd.as_fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
-    let flush_backing = crate::fs::shared::flush_needed(opts.flush, root_fd.as_fd());
-    if flush_backing || opts.shared {
-        log::info!(
-            "{}FLUSH {} (BACKING is {})",
-            if opts.shared { "shared tier: opens hold a flock on the backing file; " } else { "" },
-            if flush_backing { "closes the backing file (close-to-open)" } else { "off" },
-            crate::fs::shared::commits_at_close(root_fd.as_fd()).unwrap_or("local"),
-        );
-    }
-    check_atime(opts, root_fd.as_fd())?;
-    let mut core = Core::new(opts.backing.clone(), root_fd, root_key, ledger, policy, matcher, opts.stamp_interval);
-    core.set_modes(opts.shared, flush_backing);
-    core.set_drop_cache(opts.drop_cache);
-    core.set_noatime(opts.atime.mode == AtimeMode::Noatime, opts.atime.nodiratime);
-    let core = Arc::new(core);
-    core.unevictable().set_patterns(&opts.patterns);
+/// The core over BACKING, its atime mode checked. Errors: as
+/// [`Core::start`] and [`check_atime`].
+fn open_core(opts: &Options) -> Result<Core, String> {
+    let core = Core::start(fs::Config::from_options(opts))?;
+    check_atime(opts, core.root().fd())?;
+    Ok(core)
+}
 
-    // Handlers go in before the mount exists: a signal sent as soon as the
-    // mount is visible must unmount, not be lost (or ignored, as SIGINT is
-    // in background jobs of non-interactive shells).
-    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1]).map_err(|e| format!("signal setup: {e}"))?;
+/// Mounts `core` at the mountpoint: as root by mount(2) itself, so the type
+/// reads fuse.boundfs in /proc/mounts as mount(8) and fstab expect; else
+/// through fusermount3. The core's invalidations go to the new session.
+/// Errors: the kernel's refusal, worded by `mount_error`.
+fn mount(opts: &Options, core: &Arc<Core>) -> Result<fuser::Session<BoundFs>, String> {
     let mut cfg = Config::default();
     cfg.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     cfg.n_threads = Some(opts.threads);
     cfg.clone_fd = true;
     let fs = BoundFs::new(core.clone(), opts.attr_timeout, passthrough_with_atime(opts, core.root().fd()));
-    let mut session = if unsafe { libc::geteuid() } == 0 {
-        // As root, mount(2) directly so the type reads fuse.boundfs in
-        // /proc/mounts, as mount(8) and fstab expect.
+    let session = if unsafe { libc::geteuid() } == 0 {
         let fd = mount_kernel(opts)?;
         fuser::Session::from_fd(fs, fd, cfg.acl, cfg)
     } else {
@@ -135,178 +136,88 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     }
     .map_err(|e| mount_error::user(opts, &e))?;
     core.invalidator().set_notifier(session.notifier());
-    let mut unmounter = session.unmount_callable();
+    Ok(session)
+}
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel();
-    let serve = {
-        let tx = tx.clone();
-        thread::Builder::new()
+/// The FUSE session and the signal handler, each on its own thread, both
+/// reporting to one channel.
+struct Serving {
+    events: mpsc::Receiver<Event>,
+    session: thread::JoinHandle<()>,
+    signals: signal_hook::iterator::Handle,
+    signal_thread: thread::JoinHandle<()>,
+}
+
+impl Serving {
+    /// Starts serving `session` and forwarding `signals`. Errors: a thread
+    /// could not be started.
+    fn start(session: fuser::Session<BoundFs>, mut signals: signal_hook::iterator::Signals) -> Result<Serving, String> {
+        let (tx, events) = mpsc::channel();
+        let served = tx.clone();
+        let session = thread::Builder::new()
             .name("fuse-session".into())
             .spawn(move || {
-                let _ = tx.send(Event::Unmounted(session.run()));
+                let _ = served.send(Event::Unmounted(session.run()));
             })
-            .map_err(|e| e.to_string())?
-    };
-    let sig_handle = signals.handle();
-    let sig_thread = thread::spawn(move || {
-        for s in signals.forever() {
-            if tx.send(Event::Signal(s)).is_err() {
-                break;
+            .map_err(|e| e.to_string())?;
+        let handle = signals.handle();
+        let signal_thread = thread::spawn(move || {
+            for s in signals.forever() {
+                if tx.send(Event::Signal(s)).is_err() {
+                    break;
+                }
             }
-        }
-    });
-    let mut workers = Vec::new();
-    {
-        let (c, s) = (core.clone(), stop.clone());
-        let backing = opts.backing.clone();
-        workers.push(thread::Builder::new().name("indexer".into()).spawn(move || {
-            let r = scan::index(&c, &index_root, || s.load(Ordering::Relaxed));
-            log::info!(
-                "indexed {} objects ({} block files, {} bytes) in {} in {:.2}s{}",
-                r.objects,
-                r.blocks,
-                r.bytes,
-                backing.display(),
-                r.seconds,
-                if s.load(Ordering::Relaxed) { " (stopped early)" } else { "" }
-            );
-        }));
+        });
+        Ok(Serving { events, session, signals: handle, signal_thread })
     }
-    // Spawned here by the main thread, after the indexer (a first request
-    // finds BACKING's blocks counted sooner) and before the threads that
-    // can get stuck in the kernel on the mount (the invalidator, warm): a
-    // daemon killed from now on has its connection aborted if it cannot
-    // close it.
-    let log_to = match &opts.log_file {
-        Some(p) => watchdog::LogTo::File(p.clone()),
-        None if !opts.foreground && !notify.requested() => watchdog::LogTo::Syslog,
-        None => watchdog::LogTo::Stderr,
-    };
-    let watchdog = watchdog::start(&opts.mountpoint, &log_to)
-        .map_err(|e| {
-            log::warn!(
-                "no watchdog ({e}): if this daemon is killed while a client waits on it, the mount's clients \
-                 may hang until its connection is aborted by hand (echo 1 > {}/N/abort)",
-                watchdog::CTL
-            )
-        })
-        .ok();
-    {
-        let (c, s) = (core.clone(), stop.clone());
-        workers.push(
-            thread::Builder::new().name("evictor".into()).spawn(move || evictor::run(c, || s.load(Ordering::Relaxed))),
-        );
-        let (c, s) = (core.clone(), stop.clone());
-        workers.push(
-            thread::Builder::new().name("writers".into()).spawn(move || writers::run(c, || s.load(Ordering::Relaxed))),
-        );
-        let c = core.clone();
-        workers.push(thread::Builder::new().name("invalidator".into()).spawn(move || c.invalidator().run()));
-        let (c, s) = (core.clone(), stop.clone());
-        workers.push(thread::Builder::new().name("stamper".into()).spawn(move || {
-            // The kernel caches attributes for attr_timeout: show it the new mtimes.
-            let stamped = |keys: &[_], ns| c.stamped(keys, ns);
-            stamp::run(c.stamper(), &stamp_root, || s.load(Ordering::Relaxed), stamped);
-            // The session has ended: no more uses. Persist the ones the
-            // stamp_interval rate limit held back, so the LRU survives.
-            for (key, ns) in stamp::flush_unstamped(&c.unstamped_uses(), &stamp_root) {
-                c.stamped(&[key], ns);
-            }
-        }));
-    }
-    let metrics = match &opts.metrics_file {
-        Some(path) => {
-            let (c, s, path) = (core.clone(), stop.clone(), path.clone());
-            let (mnt, every) = (opts.mountpoint.display().to_string(), opts.metrics_interval);
-            metrics::write(&core, &path, &mnt);
-            let t = thread::Builder::new().name("metrics".into()).spawn(move || metrics::run(c, path, mnt, every, &s));
-            Some(t.map_err(|e| format!("cannot start the metrics writer: {e}"))?)
-        }
-        None => None,
-    };
-    if !opts.reconcile_interval.is_zero() {
-        let (c, rec) = (core.clone(), reconcile::Reconciler::new(opts.stale_tmp));
-        let every = opts.reconcile_interval;
-        workers.push(thread::Builder::new().name("reconcile".into()).spawn(move || reconcile::run(c, rec, every)));
-        let (c, s) = (core.clone(), stop.clone());
-        workers.push(
-            thread::Builder::new().name("watch".into()).spawn(move || watch::run(c, || s.load(Ordering::Relaxed))),
-        );
-        let (c, s, mnt, n) = (core.clone(), stop.clone(), opts.mountpoint.clone(), opts.warm_entries);
-        workers.push(thread::Builder::new().name("warm".into()).spawn(move || {
-            warm::run(c, &mnt, n, || s.load(Ordering::Relaxed));
-        }));
-    }
-    core.maybe_wake_evictor();
-    log::info!(
-        "mounted {} at {} (max_size {} bytes, watermarks {}/{}, {} threads{})",
-        opts.backing.display(),
-        opts.mountpoint.display(),
-        opts.max_size,
-        opts.high_watermark,
-        opts.low_watermark,
-        opts.threads,
-        opts.metrics_file.as_ref().map_or(String::new(), |p| format!(", metrics to {}", p.display())),
-    );
-    on_ready();
-    notify.send(&format!("READY=1\nSTATUS=serving {} at {}", opts.backing.display(), opts.mountpoint.display()));
 
-    let mut stopping = false;
-    let result = loop {
-        match rx.recv() {
-            Ok(Event::Signal(SIGUSR1)) => log::info!("status {}", core.stats_json()),
-            Ok(Event::Signal(s)) if !stopping => {
-                stopping = true;
-                notify.send("STOPPING=1");
-                log::info!("signal {s}: unmounting {}", opts.mountpoint.display());
-                unmount(opts, &mut unmounter);
+    /// Serves until the mount is gone: SIGUSR1 logs the status, a first
+    /// SIGINT or SIGTERM unmounts, a second one exits at once (status 1).
+    /// Returns how the session ended; a session ended by ECONNABORTED after
+    /// DESTROY is a clean unmount (a RELEASE in flight at the last close
+    /// of a lazily detached mount races the kernel's teardown), which must
+    /// exit 0, or systemd would mark the unit failed.
+    fn wait(
+        self,
+        opts: &Options,
+        notify: &Notify,
+        core: &Core,
+        unmounter: &mut fuser::SessionUnmounter,
+    ) -> std::io::Result<()> {
+        let mut stopping = false;
+        let result = loop {
+            match self.events.recv() {
+                Ok(Event::Signal(SIGUSR1)) => log::info!("status {}", core.stats_json()),
+                Ok(Event::Signal(s)) if !stopping => {
+                    stopping = true;
+                    notify.send("STOPPING=1");
+                    log::info!("signal {s}: unmounting {}", opts.mountpoint.display());
+                    unmount(opts, unmounter);
+                }
+                Ok(Event::Signal(s)) => {
+                    log::warn!("second signal {s}: exiting now without waiting for the unmount or pending stamps");
+                    std::process::exit(1);
+                }
+                Ok(Event::Unmounted(r)) => break r,
+                Err(_) => break Ok(()),
             }
-            Ok(Event::Signal(s)) => {
-                log::warn!("second signal {s}: exiting now without waiting for the unmount or pending stamps");
-                std::process::exit(1);
+        };
+        if !stopping {
+            notify.send("STOPPING=1");
+        }
+        let _ = self.session.join();
+        self.signals.close();
+        let _ = self.signal_thread.join();
+        match result {
+            Err(e)
+                if e.raw_os_error() == Some(libc::ECONNABORTED) && core.stats().requests.received(Op::Destroy) > 0 =>
+            {
+                log::debug!("FUSE session ended with {e} after DESTROY: a clean unmount");
+                Ok(())
             }
-            Ok(Event::Unmounted(r)) => break r,
-            Err(_) => break Ok(()),
+            r => r,
         }
-    };
-    if !stopping {
-        notify.send("STOPPING=1");
     }
-    let _ = serve.join();
-    // After DESTROY the kernel tears the connection down; a read racing that
-    // (a RELEASE in flight at the last close of a lazily detached mount)
-    // ends the session with ECONNABORTED instead of ENODEV: a clean unmount
-    // all the same, which must exit 0 (systemd would mark the unit failed).
-    let result = match result {
-        Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) && core.stats().requests.received(Op::Destroy) > 0 => {
-            log::debug!("FUSE session ended with {e} after DESTROY: a clean unmount");
-            Ok(())
-        }
-        r => r,
-    };
-    stop.store(true, Ordering::Relaxed);
-    core.wake_evictor();
-    core.stamper().kick();
-    core.reconcile_waker().stop();
-    core.invalidator().stop();
-    if let Some(m) = &metrics {
-        m.thread().unpark();
-    }
-    for w in workers.into_iter().flatten().chain(metrics) {
-        let _ = w.join();
-    }
-    sig_handle.close();
-    let _ = sig_thread.join();
-    // A clean end: the watchdog has nothing to watch.
-    drop(watchdog);
-    log::info!(
-        "unmounted {}; {} stamps written; final status {}",
-        opts.mountpoint.display(),
-        Stats::get(&core.stats().stamps),
-        core.stats_json()
-    );
-    result.map_err(|e| format!("FUSE session ended with an error: {e}"))
 }
 
 /// Refuses an atime mode the mount cannot give. Access times seen through

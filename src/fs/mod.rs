@@ -20,6 +20,7 @@ pub mod lease;
 pub mod passthrough;
 pub mod stamps;
 
+mod config;
 mod context;
 mod control;
 mod creds;
@@ -51,7 +52,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::key::{FileKey, key_of};
 use crate::ledger::policy::Policy;
-use crate::ledger::{Kind, Ledger, Refused};
+use crate::ledger::{Kind, Refused};
 use crate::notify::Invalidator;
 use crate::stats::Stats;
 use crate::status::ScanReport;
@@ -64,6 +65,7 @@ use inode::{Inode, InodeTable};
 use passthrough::IoModes;
 use stamps::Stamper;
 
+pub use config::Config;
 pub use context::Target;
 pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
 pub use data::{DirStream, SetAttr, backing_flags, write_growth};
@@ -161,54 +163,6 @@ pub struct Core {
 }
 
 impl Core {
-    /// A core over the BACKING directory open at `root_fd` (an `O_PATH`
-    /// directory fd), with a ledger that is either built (`workers::scan::scan`)
-    /// or being built (`Ledger::start_indexing`, then `workers::scan::index`).
-    pub fn new(
-        root_path: PathBuf,
-        root_fd: OwnedFd,
-        root_key: FileKey,
-        ledger: Ledger,
-        policy: Policy,
-        matcher: GlobSet,
-        stamp_interval: Duration,
-    ) -> Self {
-        let mut ledger = ledger;
-        ledger.set_policy(policy);
-        let indexing = ledger.indexing();
-        Core {
-            root_path,
-            inodes: InodeTable::new(root_fd, root_key),
-            accounts: Accounts::new(ledger),
-            dirlocks: DirLocks::default(),
-            matcher,
-            stats: Stats::default(),
-            inval: Invalidator::default(),
-            stamper: Stamper::default(),
-            evict_wake: Signal::default(),
-            empty_dirs: Mutex::new(Vec::new()),
-            reconcile: Default::default(),
-            own_removals: Default::default(),
-            warm_tid: Default::default(),
-            unevictable: Default::default(),
-            shared: false,
-            flush_backing: false,
-            open_extra: (0, 0),
-            drop_cache: false,
-            sweeping: AtomicBool::new(false),
-            journal: Default::default(),
-            index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
-            handles: RwLock::new(HashMap::new()),
-            io: IoModes::new(false),
-            dirs: RwLock::new(HashMap::new()),
-            next_fh: AtomicU64::new(1),
-            start: Instant::now(),
-            stamp_secs: stamp_interval.as_secs().min(u32::MAX as u64) as u32,
-            euid: unsafe { libc::geteuid() },
-            release_wait: RELEASE_WAIT,
-        }
-    }
-
     /// The budget and watermarks now (a copy: `max_size` may change live).
     pub fn policy(&self) -> Policy {
         self.accounts.policy()

@@ -1,0 +1,177 @@
+//! What the core runs with ([`Config`], built once from the mount options)
+//! and the start-up that makes a core of it ([`Core::start`]).
+
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Instant;
+
+use globset::GlobSet;
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::accounts::Accounts;
+use super::dirlock::DirLocks;
+use super::inode::InodeTable;
+use super::passthrough::IoModes;
+use super::stamps::Stamper;
+use super::{Core, RELEASE_WAIT};
+use crate::config::{AtimeMode, FlushMode, Options};
+use crate::key::FileKey;
+use crate::key::key_of;
+use crate::ledger::policy::Policy;
+use crate::ledger::{Kind, Ledger};
+use crate::notify::Invalidator;
+use crate::stats::Stats;
+use crate::status::ScanReport;
+use crate::sys;
+use crate::wake::Signal;
+
+/// The core's part of the mount options. Each field's default is the
+/// option's (`crate::daemon::cli` holds them).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// BACKING, canonical. No default.
+    pub backing: PathBuf,
+    /// Budget and watermarks: `max_size` (bytes, no default) and the
+    /// fractions of it `high_watermark` (0.95) and `low_watermark` (0.90).
+    pub policy: Policy,
+    /// Globs on the file name that select block files (`pattern`, default
+    /// `*.bin`); non-empty.
+    pub patterns: Vec<String>,
+    /// Minimum time between two mtime stamps of one file (`stamp_interval`,
+    /// 60 s; 10 s with `shared`).
+    pub stamp_interval: Duration,
+    /// One of several mounts over one shared BACKING (`shared`, off): opens
+    /// hold a flock and eviction takes one (see `super::shared`).
+    pub shared: bool,
+    /// Whether FLUSH closes a duplicate of the backing fd (`flush`, auto:
+    /// when BACKING's filesystem commits at close).
+    pub flush: FlushMode,
+    /// Backing files' cached pages dropped at RELEASE and after READs
+    /// (`drop_cache=release`, off).
+    pub drop_cache: bool,
+    /// No backing file or directory opened for a client has its atime
+    /// updated (`noatime`, off).
+    pub noatime: bool,
+    /// No backing directory opened for a client has its atime updated
+    /// (`nodiratime`, off).
+    pub nodiratime: bool,
+}
+
+impl Config {
+    /// The core's part of `opts`.
+    pub fn from_options(opts: &Options) -> Config {
+        Config {
+            backing: opts.backing.clone(),
+            policy: Policy {
+                max_size: opts.max_size,
+                high_watermark: opts.high_watermark,
+                low_watermark: opts.low_watermark,
+            },
+            patterns: opts.patterns.clone(),
+            stamp_interval: opts.stamp_interval,
+            shared: opts.shared,
+            flush: opts.flush,
+            drop_cache: opts.drop_cache,
+            noatime: opts.atime.mode == AtimeMode::Noatime,
+            nodiratime: opts.atime.nodiratime,
+        }
+    }
+}
+
+impl Core {
+    /// The start-up: opens BACKING (an `O_PATH` directory fd), seeds the
+    /// ledger with its root and, until the background index
+    /// (`workers::scan::index`) completes, an upper bound of its usage (the
+    /// bytes used on BACKING's whole filesystem, so no reservation passes
+    /// the budget meanwhile), and applies `config`. Errors: one line for the
+    /// user (BACKING cannot be opened or stat'ed, a pattern is no glob).
+    pub fn start(config: Config) -> Result<Core, String> {
+        let backing = config.backing.display().to_string();
+        let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(config.backing.as_os_str()))
+            .map_err(|_| "backing path contains a NUL byte".to_string())?;
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!("cannot open {backing}: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        let root = unsafe { OwnedFd::from_raw_fd(fd) };
+        let st = sys::fstat(root.as_fd()).map_err(|e| format!("stat {backing}: {e:?}"))?;
+        let matcher = crate::config::build_matcher(&config.patterns).map_err(|e| e.0)?;
+        let mut ledger = Ledger::new(config.policy.max_size);
+        ledger.upsert(key_of(&st), sys::allocated(&st), false, None, 0);
+        ledger.set_kind(key_of(&st), Kind::Dir);
+        let used_bound = sys::fstatvfs(root.as_fd())
+            .map(|v| (v.f_blocks - v.f_bfree) * v.f_frsize)
+            .map_err(|e| format!("statfs {backing}: {e:?}"))?;
+        ledger.start_indexing(used_bound);
+        let flush_backing = super::shared::flush_needed(config.flush, root.as_fd());
+        if flush_backing || config.shared {
+            log::info!(
+                "{}FLUSH {} (BACKING is {})",
+                if config.shared { "shared tier: opens hold a flock on the backing file; " } else { "" },
+                if flush_backing { "closes the backing file (close-to-open)" } else { "off" },
+                super::shared::commits_at_close(root.as_fd()).unwrap_or("local"),
+            );
+        }
+        let mut core =
+            Core::new(config.backing, root, key_of(&st), ledger, config.policy, matcher, config.stamp_interval);
+        core.set_modes(config.shared, flush_backing);
+        core.set_drop_cache(config.drop_cache);
+        core.set_noatime(config.noatime, config.nodiratime);
+        core.unevictable().set_patterns(&config.patterns);
+        Ok(core)
+    }
+
+    /// A core over the BACKING directory open at `root_fd` (an `O_PATH`
+    /// directory fd), with a ledger that is either built (`workers::scan::scan`)
+    /// or being built (`Ledger::start_indexing`, then `workers::scan::index`).
+    pub(crate) fn new(
+        root_path: PathBuf,
+        root_fd: OwnedFd,
+        root_key: FileKey,
+        ledger: Ledger,
+        policy: Policy,
+        matcher: GlobSet,
+        stamp_interval: Duration,
+    ) -> Self {
+        let mut ledger = ledger;
+        ledger.set_policy(policy);
+        let indexing = ledger.indexing();
+        Core {
+            root_path,
+            inodes: InodeTable::new(root_fd, root_key),
+            accounts: Accounts::new(ledger),
+            dirlocks: DirLocks::default(),
+            matcher,
+            stats: Stats::default(),
+            inval: Invalidator::default(),
+            stamper: Stamper::default(),
+            evict_wake: Signal::default(),
+            empty_dirs: Mutex::new(Vec::new()),
+            reconcile: Default::default(),
+            own_removals: Default::default(),
+            warm_tid: Default::default(),
+            unevictable: Default::default(),
+            shared: false,
+            flush_backing: false,
+            open_extra: (0, 0),
+            drop_cache: false,
+            sweeping: AtomicBool::new(false),
+            journal: Default::default(),
+            index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
+            handles: RwLock::new(HashMap::new()),
+            io: IoModes::new(false),
+            dirs: RwLock::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            start: Instant::now(),
+            stamp_secs: stamp_interval.as_secs().min(u32::MAX as u64) as u32,
+            euid: unsafe { libc::geteuid() },
+            release_wait: RELEASE_WAIT,
+        }
+    }
+}
