@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# FUSE requests per vLLM-style store (issue 14), counted by the daemon itself
+# FUSE requests per vLLM-style store, counted by the daemon itself
 # (status JSON `requests`), step by step. What a store costs is set by the
 # kernel (Linux fs/fuse/dir.c; docs/performance.md, "FUSE requests per
 # stored block"): a LOOKUP of every name a create, mkdir or rename target

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# df reads right (issue 20 item 2): in every state df's Size, Used, Avail and
+# df reads right: in every state df's Size, Used, Avail and
 # Use% add up (Used + Avail = Size, Use% = Used / Size rounded up) and agree
 # with `boundfs status` (the df_size/df_used/df_avail fields, and the `df`
 # row of the table), and they mean what the README says:

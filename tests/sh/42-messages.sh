@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Messages and exit codes a new operator meets (issue 20 item 3): each
+# Messages and exit codes a new operator meets: each
 # failure is one line that names its cause and the fix, with one exit status
 # per kind (README "Exit status": 1 runtime, 2 bad input, 3 already served,
 # 4 a dead mount in the way), the same for mount, status and set:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # After a mount the kernel's entries of the most recently used block files
-# are warmed (warm_entries, issue 14 item 5): an engine reloading them after
+# are warmed (warm_entries): an engine reloading them after
 # a restart pays no LOOKUP (GETATTR, OPEN and RELEASE per block). The warming
 # is no use of the blocks: their backing mtimes (the persisted LRU) stay as
 # they were; a client's first use after it is (stamped). Control: with

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # TIMEOUT: 900
-# Recovery in the container form (issue 20 item 4). No Docker engine runs
+# Recovery in the container form. No Docker engine runs
 # here, so the image is checked piece by piece: the Dockerfile's build stage
 # `cargo build` line is run as it is written (in the repository), its COPY
 # lines lay the files out in a scratch image root, and the boundfs

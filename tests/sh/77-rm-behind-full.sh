@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Deleting in BACKING while the mount is nearly full (issue 10, item 3): the
+# Deleting in BACKING while the mount is nearly full: the
 # blocks stored after the delete are all kept (the deleted ones stop counting
 # as soon as eviction meets them, instead of live blocks being evicted to pay
 # for them), and a create under a directory the kernel still caches but that

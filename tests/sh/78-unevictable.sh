@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A budget full of what can't be evicted is said, not hidden (issue 10,
-# item 6). Before: with non-block files above the high watermark every new
+# A budget full of what can't be evicted is said, not hidden. Before
+# this was built: with non-block files above the high watermark every new
 # block was evicted right after its store (chasing a low watermark that can't
 # be reached), ENOSPC stayed 0 and nothing said why; with the wrong pattern
 # for the engine nothing said so either.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # TIMEOUT: 420
-# A kill never wedges the mount (issue 20 item 5): ROUNDS times (default 100),
+# A kill never wedges the mount: ROUNDS times (default 100),
 # 4 writer threads store 2 MiB blocks into new hash directories past a small
 # budget (eviction reaps emptied directories, so the daemon sends the kernel
 # entry invalidations while clients' MKDIRs hold the parents' locks) and the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # TIMEOUT: 240
-# The bench's trace replay in small (issue 14): the first 200 requests of the
+# The bench's trace replay in small: the first 200 requests of the
 # Mooncake trace (../shared/traces/, or $BOUNDFS_SHARED) replayed vLLM-style by
 # scripts/bench/trace.py through a mount whose budget holds about 10 % of the
 # distinct blocks, so eviction runs all along. From outside, as a user sees it:
@@ -22,8 +22,8 @@ TRACE="$BFS_REPO/scripts/bench/trace.py"
 REQ=200 BS=$((64 << 10))
 distinct=$($PY "$TRACE" --requests $REQ distinct 2>"$BFS_TMP/trace.err") ||
     skip "no trace: $(tail -n 1 "$BFS_TMP/trace.err") (set BOUNDFS_SHARED to the shared/ folder)"
-# 10 % of the blocks with their leaf directories (as bench.sh sized it before
-# issue 21 fixed its budget at 300 MiB for 1,500 requests), plus
+# 10 % of the blocks with their leaf directories (as bench.sh once sized it,
+# before its budget was fixed at 300 MiB for 1,500 requests), plus
 # the top-level hash directories (h[0:3]: at most 4096, 4 KiB each), which in
 # a run this short are a larger share of usage than in the whole trace
 top=$((distinct < 4096 ? distinct : 4096))

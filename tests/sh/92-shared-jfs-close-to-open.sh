@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shared tier over JuiceFS, close-to-open (issue 12, item 6): when close(2)
+# Shared tier over JuiceFS, close-to-open: when close(2)
 # returns on node 1, node 2 reads the whole block. JuiceFS commits a file's
 # data when the client's file is flushed; boundfs's FLUSH (flush=auto, on for
 # a FUSE BACKING) closes a dup of the backing fd before close(2) returns.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shared tier over JuiceFS, faults (issue 12, item 7):
+# Shared tier over JuiceFS, faults:
 # 1. node 2's boundfs SIGKILLed while it holds four blocks open (LOCK_SH):
 #    its locks die with it (the kernel closes its backing fds), so node 1
 #    evicts those blocks and keeps storing; node 2 mounts again and serves.

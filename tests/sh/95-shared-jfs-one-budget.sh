@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shared tier over JuiceFS, one budget and one LRU (issue 12 items 3-5):
+# Shared tier over JuiceFS, one budget and one LRU:
 # N nodes (BFS_SHARED_NODES, default 2; 99 runs this with 3) store
 # continuously past one shared max_size, 8 MiB/s together, each loads blocks
 # the next one stored, node 2 keeps blocks open and keeps reading "hot" ones;
@@ -66,7 +66,7 @@ assert_eq True "$(g filled)" "the shared tier filled to the low watermark"
 assert_le "$(g peak_over)" "$bound" "peak usage over max_size (bytes)"
 $PY -c "import sys; sys.exit(0 if $(g longest_over_s) <= $RI + $pass_ms / 1000 + 0.5 else 1)" ||
     fail "usage stayed over max_size $(g longest_over_s)s, longer than reconcile_interval + the longest pass + 0.5 s"
-# no over-eviction (issue 12 item 3): the sweeper reads what the other nodes
+# no over-eviction: the sweeper reads what the other nodes
 # evicted inline from their removal journals before each batch, so usage
 # stays at or above the low watermark minus one block (a batch frees whole
 # victims), "except what open files make impossible": a store in flight on

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Shared tier over JuiceFS: what one node removes is a change behind the
-# other node's mount (issue 12 item 5), forced step by step:
+# other node's mount, forced step by step:
 # 1. a directory node 2 just made (and its kernel resolved) is removed
 #    through node 1; node 2's store into it recreates it and succeeds;
 # 2. node 2's tier is full of its own blocks; node 1 removes half of them;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shared tier over JuiceFS at scale (issue 12 item 8): the cost of one
+# Shared tier over JuiceFS at scale: the cost of one
 # reconcile pass over a shared tree of many blocks, which is how the sweeper
 # learns other nodes' stores and recency stamps (every reconcile_interval,
 # 10 s by default in shared mode). The blocks are made by another JuiceFS

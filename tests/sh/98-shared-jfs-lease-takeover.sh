@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Shared tier over JuiceFS, sweeper lease takeover by heartbeat age (issue 12
-# items 3 and 7): a sweeper whose lock outlives it (its boundfs stopped, or
+# Shared tier over JuiceFS, sweeper lease takeover by heartbeat age: a sweeper whose lock outlives it (its boundfs stopped, or
 # its JuiceFS client dead: the flock stays with the client's session in
 # Redis) is replaced once its heartbeat has not changed for 15 s, and a
 # replaced holder that comes back steps down.

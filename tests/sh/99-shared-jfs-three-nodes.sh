@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shared tier over JuiceFS with three nodes (issue 12: "and once three"):
+# Shared tier over JuiceFS with three nodes:
 # 95's checks (one budget within N x block + (N-1) x rate x lag, no
 # over-eviction beyond the low watermark minus one block, stores in flight
 # counted, one sweeper, one

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Fixture for the shared-tier scenarios (issue 12): N boundfs "nodes" over one
+# Fixture for the shared-tier scenarios: N boundfs "nodes" over one
 # shared backing directory, sourced after lib.sh.
 #
 #   shared_local N          N mounts over one local directory ($BFS_TMP/backing/shared)
