@@ -51,7 +51,7 @@ enum Event {
 /// refused the mount …), before `on_ready` unless the session itself fails.
 pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(), String> {
     let nofile = sys::raise_nofile();
-    if nofile < 65536 && unsafe { libc::geteuid() } != 0 {
+    if nofile < 65536 && sys::euid() != 0 {
         log::warn!(
             "open file limit is {nofile}: not root, so one fd is held per inode the kernel caches \
              (no file handles); lookups fail with EMFILE beyond it"
@@ -59,16 +59,12 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     }
     // Modes from clients are applied exactly: their umask is applied before (by
     // the kernel, or Core::creation_mode, which skips it under a default ACL).
+    // SAFETY: umask takes a plain mode and cannot fail.
     unsafe { libc::umask(0) };
     let root_c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(opts.backing.as_os_str()))
         .map_err(|_| "backing path contains a NUL byte".to_string())?;
-    let root_fd = {
-        let fd = unsafe { libc::open(root_c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(format!("cannot open {}: {}", opts.backing.display(), std::io::Error::last_os_error()));
-        }
-        unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
-    };
+    let root_fd = sys::open(&root_c, libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| format!("cannot open {}: {e}", opts.backing.display()))?;
     let root_key = key_of(&sys::fstat(root_fd.as_fd()).map_err(|e| format!("stat {}: {e:?}", opts.backing.display()))?);
     let matcher = opts.block_matcher().map_err(|e| e.0)?;
 
@@ -115,7 +111,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     cfg.n_threads = Some(opts.threads);
     cfg.clone_fd = true;
     let fs = BoundFs::new(core.clone(), opts.attr_timeout, passthrough_with_atime(opts, core.root().fd()));
-    let mut session = if unsafe { libc::geteuid() } == 0 {
+    let mut session = if sys::euid() == 0 {
         // As root, mount(2) directly so the type reads fuse.boundfs in
         // /proc/mounts, as mount(8) and fstab expect.
         let fd = mount_kernel(opts)?;
@@ -375,17 +371,13 @@ fn cpath(p: &std::path::Path) -> Result<std::ffi::CString, std::io::Error> {
 /// (Documentation/filesystems/fuse.rst): fd, rootmode, user_id, group_id.
 /// Errors: one line naming the cause and the fix ([`mount_error`]).
 fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, String> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    let dev = unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if dev < 0 {
-        return Err(mount_error::dev_fuse(opts, &std::io::Error::last_os_error()));
-    }
-    let dev = unsafe { OwnedFd::from_raw_fd(dev) };
+    use std::os::fd::AsRawFd;
+    let dev = sys::open(c"/dev/fuse", libc::O_RDWR).map_err(|e| mount_error::dev_fuse(opts, &e))?;
     let data = format!(
         "fd={},rootmode=40000,user_id={},group_id={},default_permissions{}",
         dev.as_raw_fd(),
-        unsafe { libc::geteuid() },
-        unsafe { libc::getegid() },
+        sys::euid(),
+        sys::egid(),
         if opts.allow_other { ",allow_other" } else { "" }
     );
     let bad = |e: std::io::Error| mount_error::kernel(opts, &e);
@@ -396,6 +388,7 @@ fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, String> {
         flags |= libc::MS_NOEXEC;
     }
     let r =
+        // SAFETY: NUL-terminated source, target, type and options strings alive for the call.
         unsafe { libc::mount(src.as_ptr(), target.as_ptr(), c"fuse.boundfs".as_ptr(), flags, data.as_ptr().cast()) };
     if r != 0 {
         return Err(mount_error::kernel(opts, &std::io::Error::last_os_error()));
@@ -405,19 +398,21 @@ fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, String> {
 
 /// Unmounts; when busy, detaches lazily (the mount goes once no longer used).
 fn unmount(opts: &Options, unmounter: &mut fuser::SessionUnmounter) {
-    if unsafe { libc::geteuid() } != 0 {
+    if sys::euid() != 0 {
         if let Err(e) = unmounter.unmount() {
             log::warn!("unmount of {} failed: {e}", opts.mountpoint.display());
         }
         return;
     }
     let Ok(m) = cpath(&opts.mountpoint) else { return };
+    // SAFETY: a NUL-terminated path alive for the call.
     if unsafe { libc::umount2(m.as_ptr(), 0) } != 0 {
         let e = std::io::Error::last_os_error();
         log::warn!(
             "unmount of {} failed ({e}); detaching lazily: it goes once no longer busy",
             opts.mountpoint.display()
         );
+        // SAFETY: a NUL-terminated path alive for the call.
         unsafe { libc::umount2(m.as_ptr(), libc::MNT_DETACH) };
     }
 }

@@ -204,7 +204,7 @@ impl Core {
             next_fh: AtomicU64::new(1),
             start: Instant::now(),
             stamp_secs: stamp_interval.as_secs().min(u32::MAX as u64) as u32,
-            euid: unsafe { libc::geteuid() },
+            euid: sys::euid(),
             release_wait: RELEASE_WAIT,
         }
     }
