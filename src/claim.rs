@@ -20,7 +20,7 @@
 //! nodes of a distributed filesystem) skips [`claim`] altogether; note that a
 //! flock on such a filesystem may be cluster-wide.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::exit::{Exit, Failure};
@@ -75,24 +75,22 @@ pub fn claim(backing: &Path) -> Result<BackingClaim, Failure> {
     }
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(backing.as_os_str()))
         .map_err(|_| Failure::new(Exit::BadInput, "backing directory: path contains a NUL byte"))?;
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(Failure::new(Exit::Runtime, format!("cannot open {}: {e}", backing.display())));
-    }
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = crate::sys::open(&c, libc::O_RDONLY | libc::O_DIRECTORY)
+        .map_err(|e| Failure::new(Exit::Runtime, format!("cannot open {}: {e}", backing.display())))?;
     // At least 3: a daemon redirects 0-2 to /dev/null, which must not close the claim.
     let fd = if fd.as_raw_fd() < 3 {
+        // SAFETY: F_DUPFD_CLOEXEC on a valid fd owned here; the result is checked below.
         let d = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
         if d < 0 {
             let e = std::io::Error::last_os_error();
             return Err(Failure::new(Exit::Runtime, format!("cannot claim {}: {e}", backing.display())));
         }
+        // SAFETY: fcntl returned a new fd (checked >= 0) that nothing else owns.
         unsafe { OwnedFd::from_raw_fd(d) }
     } else {
         fd
     };
-    if let Err(e) = lock_claim(fd.as_raw_fd(), mounts.iter().any(|(s, _)| Path::new(s) == backing)) {
+    if let Err(e) = lock_claim(fd.as_fd(), mounts.iter().any(|(s, _)| Path::new(s) == backing)) {
         if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
             let at = mounts.iter().find(|(s, _)| Path::new(s) == backing).map_or(
                 "elsewhere (in another mount namespace, or detached lazily and serving files still open on it)"
@@ -143,7 +141,9 @@ pub fn on_boundfs(backing: &Path) -> Option<String> {
 /// numbers in hex, as fs/locks.c prints them); None if not found (another
 /// PID namespace shows 0 or nothing) or unreadable.
 fn flock_holder(fd: std::os::fd::RawFd) -> Option<u32> {
+    // SAFETY: stat is plain data; all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is the caller's open fd and `st` a writable stat alive for the call.
     if unsafe { libc::fstat(fd, &mut st) } != 0 {
         return None;
     }
@@ -166,10 +166,10 @@ const EXITING_DAEMON_WAIT: std::time::Duration = std::time::Duration::from_secs(
 /// daemon holds it and `mounted` is false (no mount of BACKING in this
 /// mount namespace: it may be exiting), tries again every 20 ms for at most
 /// [`EXITING_DAEMON_WAIT`]. Errors: flock(2)'s, EWOULDBLOCK if still held.
-fn lock_claim(fd: std::os::fd::RawFd, mounted: bool) -> std::io::Result<()> {
+fn lock_claim(fd: std::os::fd::BorrowedFd<'_>, mounted: bool) -> std::io::Result<()> {
     let deadline = std::time::Instant::now() + EXITING_DAEMON_WAIT;
     loop {
-        if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        if crate::sys::flock(fd, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
             return Ok(());
         }
         let e = std::io::Error::last_os_error();
@@ -186,8 +186,7 @@ fn alive(point: &Path) -> bool {
     let Ok(c) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(point.as_os_str())) else {
         return false;
     };
-    let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::statvfs(c.as_ptr(), &mut v) } == 0;
+    let ok = crate::sys::statvfs(&c).is_ok();
     ok || std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOTCONN)
 }
 

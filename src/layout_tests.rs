@@ -1,6 +1,8 @@
 //! The source layout's rules, checked on the files themselves (see the floors
 //! in the crate docs): no module uses one on a higher floor, the top-level
-//! modules import each other without cycles, and no file is over 600 lines.
+//! modules import each other without cycles, no file is over 600 lines, and
+//! every `unsafe` has a `// SAFETY:` comment right above it (the check clippy's
+//! `undocumented_unsafe_blocks` makes, here for a CI that runs no clippy).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -71,6 +73,97 @@ fn uses(text: &str) -> Vec<String> {
     out
 }
 
+/// `line` without its `//` comment and without the insides of its string and
+/// char literals (so a `{`, `//` or `unsafe` in a literal is not code).
+fn code_of(line: &str) -> String {
+    let b = line.as_bytes();
+    let (mut out, mut i) = (String::new(), 0);
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => break,
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                out.push_str("\"\"");
+            }
+            b'\'' if b.get(i + 2) == Some(&b'\'') => i += 2,
+            b'\'' if b.get(i + 1) == Some(&b'\\') => {
+                i += 2;
+                while i < b.len() && b[i] != b'\'' {
+                    i += 1;
+                }
+            }
+            c => out.push(c as char),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Length in bytes of the `#[cfg(test)]` item at the start of `s`: its
+/// attributes, then the item up to the `;` or `,` that ends it or the `}` that
+/// closes its body (brackets matched, literals and comments skipped line by
+/// line through [`code_of`]), or up to the bracket that closes the enclosing one.
+fn test_item_len(s: &str) -> usize {
+    let (mut depth, mut angle, mut pos) = (0i32, 0i32, 0);
+    let mut in_type = true; // before the first `=` or `{`: `<` `>` are generics
+    for line in s.split_inclusive('\n') {
+        let code = code_of(line);
+        let attr = code.trim_start().starts_with('#');
+        let mut prev = ' ';
+        for c in code.chars() {
+            match c {
+                '(' | '[' => depth += 1,
+                '{' => {
+                    depth += 1;
+                    in_type = false;
+                }
+                ')' | ']' | '}' => {
+                    depth -= 1;
+                    if depth < 0 {
+                        // The enclosing block ends: the item ended before it.
+                        return pos;
+                    }
+                    if depth == 0 && c == '}' {
+                        return pos + line.len();
+                    }
+                }
+                '=' if depth == 0 && !attr => in_type = false,
+                '<' if depth == 0 && in_type => angle += 1,
+                '>' if depth == 0 && in_type && prev != '-' && prev != '=' => angle -= 1,
+                ';' | ',' if depth == 0 && angle <= 0 => return pos + line.len(),
+                _ => {}
+            }
+            prev = c;
+        }
+        pos += line.len();
+    }
+    s.len()
+}
+
+/// `text` with every item gated by `#[cfg(test)]` at the start of a line
+/// blanked out (its line breaks kept, so line numbers stay): what a build
+/// without tests compiles.
+fn without_test_items(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        let at = rest.match_indices("#[cfg(test)]").map(|(i, _)| i).find(|&i| {
+            let line_start = rest[..i].rfind('\n').map_or(0, |n| n + 1);
+            rest[line_start..i].trim().is_empty()
+        });
+        let Some(i) = at else { break };
+        out.push_str(&rest[..i]);
+        let end = i + test_item_len(&rest[i..]);
+        out.extend(rest[i..end].chars().filter(|&c| c == '\n'));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 #[test]
 fn floors_only_look_down_and_modules_form_no_cycle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -88,10 +181,8 @@ fn floors_only_look_down_and_modules_form_no_cycle() {
             wrong.push(format!("{}: module {m} has no floor in layout_tests.rs", f.display()));
             continue;
         };
-        let text = std::fs::read_to_string(f).expect("source is UTF-8");
-        // Inline test modules sit at the end of their file.
-        let text = text.split("#[cfg(test)]").next().unwrap_or("");
-        for used in uses(text) {
+        let text = without_test_items(&std::fs::read_to_string(f).expect("source is UTF-8"));
+        for used in uses(&text) {
             match floor(&used) {
                 Some(theirs) if theirs > mine => {
                     wrong.push(format!("{}: floor {mine} ({m}) uses crate::{used} on floor {theirs}", f.display()))
@@ -151,4 +242,61 @@ fn no_source_file_is_over_600_lines() {
         })
         .collect();
     assert!(long.is_empty(), "files over 600 lines (split them by what they hold):\n{}", long.join("\n"));
+}
+
+/// Lines (1-based) of `text` with an `unsafe` in code whose comment lines
+/// right above (attributes between allowed) hold no `SAFETY:` (nor, for an
+/// `unsafe fn`, a `# Safety` doc section).
+fn undocumented_unsafe(text: &str) -> Vec<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let is_unsafe = |code: &str| {
+        code.match_indices("unsafe").any(|(i, _)| {
+            let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            !word(code[..i].chars().last()) && !word(code[i + "unsafe".len()..].chars().next())
+        })
+    };
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if !is_unsafe(&code_of(line)) {
+            continue;
+        }
+        let mut above =
+            lines[..i].iter().rev().map(|l| l.trim()).take_while(|l| l.starts_with("//") || l.starts_with("#["));
+        if !above.any(|l| l.contains("SAFETY:") || l.contains("# Safety")) {
+            out.push(i + 1);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_unsafe_says_why_it_is_sound() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut bare = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("source is UTF-8");
+        bare.extend(undocumented_unsafe(&text).into_iter().map(|n| format!("{}:{n}", f.display())));
+    }
+    assert!(
+        bare.is_empty(),
+        "unsafe without a `// SAFETY:` comment right above it (or move the call into a sys.rs wrapper):\n{}",
+        bare.join("\n")
+    );
+}
+
+#[test]
+fn the_unsafe_check_wants_a_comment_right_above() {
+    let text = "fn a() {\n    // SAFETY: no pointers.\n    unsafe { f() };\n    // a comment, not why\n    let x = unsafe { g() };\n    let s = \"unsafe { in a string }\"; // unsafe\n}\n/// Does it.\n///\n/// # Safety\n/// `p` is valid.\nunsafe fn h(p: *const u8) {}\n";
+    assert_eq!(undocumented_unsafe(text), vec![5]);
+}
+
+#[test]
+fn test_items_are_skipped_and_the_rest_of_the_file_is_read() {
+    let text = "use crate::fs;\n#[cfg(test)]\nmod docs_tests;\n#[cfg(test)]\n#[path = \"x_tests.rs\"]\nmod tests;\nstruct A {\n    #[cfg(test)]\n    n: crate::daemon::N<u8, u8>,\n    m: u8,\n}\nfn f() {\n    #[cfg(test)]\n    crate::testing::crash_point();\n    g('}');\n}\n#[cfg(test)]\nmod t {\n    use crate::fuse;\n    fn x() { let s = \"}\"; }\n}\nuse crate::workers::x;\n";
+    let kept = without_test_items(text);
+    assert_eq!(kept.lines().count(), text.lines().count(), "line numbers stay");
+    assert_eq!(uses(&kept), vec!["fs".to_string(), "workers".to_string()], "{kept}");
+    assert!(kept.contains("    m: u8,") && kept.contains("    g("), "{kept}");
 }

@@ -12,6 +12,11 @@
 //! 4. [`workers`]: background threads over the core (eviction sweeps,
 //!    start-up index, reconcile, stamp writer);
 //! 5. [`fuse`] (the kernel adapter) and [`daemon`] (CLI, mount, threads).
+//!
+//! Raw system calls live in [`sys`] as safe wrappers; every other `unsafe`
+//! carries a `// SAFETY:` comment right above it saying why it is sound
+//! (clippy's `undocumented_unsafe_blocks`, and `layout_tests` for a CI
+//! without clippy).
 
 pub mod claim;
 pub mod config;

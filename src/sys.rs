@@ -3,6 +3,8 @@
 //! a path resolved with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, so no
 //! symlink inside BACKING is ever followed on a client's behalf.
 //! Errors are the raw errno of the syscall, as `fuser::Errno`.
+//! Process-wide calls (the daemon's ids, start-up opens, flock, fstatfs) are
+//! in `process`, re-exported here.
 
 use std::ffi::{CStr, CString, OsStr};
 use std::mem::MaybeUninit;
@@ -12,6 +14,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use fuser::Errno;
+
+mod process;
+pub use process::{access, egid, euid, flock, fstatfs, hostname, open, statvfs, tid, uid};
 
 /// Result of a syscall wrapper.
 pub type SysResult<T> = Result<T, Errno>;
@@ -70,9 +75,11 @@ pub fn proc_path(fd: RawFd) -> CString {
 
 /// `openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)`.
 pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> SysResult<OwnedFd> {
+    // SAFETY: a NUL-terminated name and a borrowed open dir fd, alive for the call.
     let fd = check(unsafe {
         libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC, mode)
     })?;
+    // SAFETY: openat returned a new fd (checked) that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
@@ -84,7 +91,9 @@ pub fn open_path(dir: BorrowedFd<'_>, name: &CStr) -> SysResult<OwnedFd> {
 /// Reopens the object behind an `O_PATH` fd with `flags` (through /proc/self/fd).
 pub fn reopen(fd: BorrowedFd<'_>, flags: i32) -> SysResult<OwnedFd> {
     let p = proc_path(fd.as_raw_fd());
+    // SAFETY: a NUL-terminated /proc path alive for the call.
     let fd = check(unsafe { libc::open(p.as_ptr(), flags | libc::O_CLOEXEC, 0) })?;
+    // SAFETY: open returned a new fd (checked) that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
@@ -99,6 +108,7 @@ pub fn open_beneath(root: BorrowedFd<'_>, rel: &Path, flags: i32) -> SysResult<O
     how.flags = (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64;
     how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
     tick();
+    // SAFETY: a NUL-terminated path and an open_how of the size passed, alive for the call.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_openat2,
@@ -111,13 +121,16 @@ pub fn open_beneath(root: BorrowedFd<'_>, rel: &Path, flags: i32) -> SysResult<O
     if ret < 0 {
         return Err(last_errno());
     }
+    // SAFETY: openat2 returned a new fd (checked) that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
 }
 
 /// `fstat(fd)` (works on `O_PATH` fds).
 pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<libc::stat> {
     let mut st = MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a borrowed open fd and a writable stat alive for the call.
     check(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstat succeeded (checked), so it filled `st`.
     Ok(unsafe { st.assume_init() })
 }
 
@@ -129,6 +142,7 @@ pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<libc::stat> {
 /// until then). Errors: the errno of statx.
 fn statx_synced(fd: BorrowedFd<'_>, mask: u32) -> SysResult<libc::statx> {
     let mut stx = MaybeUninit::<libc::statx>::uninit();
+    // SAFETY: a borrowed open fd, an empty NUL-terminated path and a writable statx.
     check(unsafe {
         libc::statx(
             fd.as_raw_fd(),
@@ -138,6 +152,7 @@ fn statx_synced(fd: BorrowedFd<'_>, mask: u32) -> SysResult<libc::statx> {
             stx.as_mut_ptr(),
         )
     })?;
+    // SAFETY: statx succeeded (checked), so it filled `stx`.
     Ok(unsafe { stx.assume_init() })
 }
 
@@ -151,28 +166,34 @@ pub fn nlink_synced(fd: BorrowedFd<'_>) -> SysResult<u32> {
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`.
 pub fn fstatat(dir: BorrowedFd<'_>, name: &CStr) -> SysResult<libc::stat> {
     let mut st = MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a borrowed open dir fd, a NUL-terminated name and a writable stat.
     check(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) })?;
+    // SAFETY: fstatat succeeded (checked), so it filled `st`.
     Ok(unsafe { st.assume_init() })
 }
 
 /// `unlinkat(dir, name, flags)` (`AT_REMOVEDIR` for rmdir).
 pub fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> SysResult<()> {
+    // SAFETY: a borrowed open dir fd and a NUL-terminated name.
     check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) }).map(drop)
 }
 
 /// `mkdirat(dir, name, mode)`.
 pub fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> SysResult<()> {
+    // SAFETY: a borrowed open dir fd and a NUL-terminated name.
     check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode) }).map(drop)
 }
 
 /// `mknodat(dir, name, mode, rdev)`.
 pub fn mknodat(dir: BorrowedFd<'_>, name: &CStr, mode: u32, rdev: u64) -> SysResult<()> {
+    // SAFETY: a borrowed open dir fd and a NUL-terminated name.
     check(unsafe { libc::mknodat(dir.as_raw_fd(), name.as_ptr(), mode, rdev) }).map(drop)
 }
 
 /// `symlinkat(target, dir, name)`.
 pub fn symlinkat(target: &Path, dir: BorrowedFd<'_>, name: &CStr) -> SysResult<()> {
     let t = CString::new(target.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: a NUL-terminated target and name and a borrowed open dir fd.
     check(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), name.as_ptr()) }).map(drop)
 }
 
@@ -181,6 +202,7 @@ pub fn symlinkat(target: &Path, dir: BorrowedFd<'_>, name: &CStr) -> SysResult<(
 pub fn link_fd(fd: BorrowedFd<'_>, newdir: BorrowedFd<'_>, newname: &CStr) -> SysResult<()> {
     let empty = c"";
     tick();
+    // SAFETY: borrowed open fds, an empty and a NUL-terminated name.
     let r = unsafe {
         libc::linkat(fd.as_raw_fd(), empty.as_ptr(), newdir.as_raw_fd(), newname.as_ptr(), libc::AT_EMPTY_PATH)
     };
@@ -188,6 +210,7 @@ pub fn link_fd(fd: BorrowedFd<'_>, newdir: BorrowedFd<'_>, newname: &CStr) -> Sy
         return Ok(());
     }
     let p = proc_path(fd.as_raw_fd());
+    // SAFETY: a NUL-terminated /proc path and name and a borrowed open dir fd.
     check(unsafe {
         libc::linkat(libc::AT_FDCWD, p.as_ptr(), newdir.as_raw_fd(), newname.as_ptr(), libc::AT_SYMLINK_FOLLOW)
     })
@@ -196,6 +219,7 @@ pub fn link_fd(fd: BorrowedFd<'_>, newdir: BorrowedFd<'_>, newname: &CStr) -> Sy
 
 /// `renameat2(olddir, old, newdir, new, flags)`.
 pub fn renameat2(olddir: BorrowedFd<'_>, old: &CStr, newdir: BorrowedFd<'_>, new: &CStr, flags: u32) -> SysResult<()> {
+    // SAFETY: borrowed open dir fds and NUL-terminated names.
     check(unsafe { libc::renameat2(olddir.as_raw_fd(), old.as_ptr(), newdir.as_raw_fd(), new.as_ptr(), flags) })
         .map(drop)
 }
@@ -203,6 +227,7 @@ pub fn renameat2(olddir: BorrowedFd<'_>, old: &CStr, newdir: BorrowedFd<'_>, new
 /// `readlinkat(fd, "")` on an `O_PATH` fd of a symlink.
 pub fn readlink_fd(fd: BorrowedFd<'_>) -> SysResult<Vec<u8>> {
     let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: a borrowed open fd, an empty NUL-terminated path; the pointer and length describe `buf`.
     let n = check_size(unsafe { libc::readlinkat(fd.as_raw_fd(), c"".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })?;
     buf.truncate(n);
     Ok(buf)
@@ -233,6 +258,7 @@ pub fn pread_full(fd: RawFd, buf: &mut [u8], off: u64) -> SysResult<usize> {
     let mut done = 0;
     while done < buf.len() {
         let n =
+            // SAFETY: the pointer and length describe the unfilled tail of `buf`.
             unsafe { libc::pread(fd, buf[done..].as_mut_ptr().cast(), buf.len() - done, (off + done as u64) as i64) };
         match check_size(n) {
             Ok(0) => break,
@@ -248,6 +274,7 @@ pub fn pread_full(fd: RawFd, buf: &mut [u8], off: u64) -> SysResult<usize> {
 pub fn pwrite_full(fd: RawFd, buf: &[u8], off: u64) -> SysResult<usize> {
     let mut done = 0;
     while done < buf.len() {
+        // SAFETY: the pointer and length describe the unwritten tail of `buf`.
         let n = unsafe { libc::pwrite(fd, buf[done..].as_ptr().cast(), buf.len() - done, (off + done as u64) as i64) };
         match check_size(n) {
             Ok(n) => done += n,
@@ -264,30 +291,36 @@ pub fn pwrite_full(fd: RawFd, buf: &[u8], off: u64) -> SysResult<usize> {
 
 /// `fallocate(fd, mode, off, len)`.
 pub fn fallocate(fd: RawFd, mode: i32, off: u64, len: u64) -> SysResult<()> {
+    // SAFETY: plain integers; an invalid fd is an EBADF, not undefined behaviour.
     check(unsafe { libc::fallocate(fd, mode, off as i64, len as i64) }).map(drop)
 }
 
 /// `fsync` or `fdatasync`.
 pub fn fsync(fd: RawFd, datasync: bool) -> SysResult<()> {
+    // SAFETY: plain integers; an invalid fd is an EBADF, not undefined behaviour.
     check(unsafe { if datasync { libc::fdatasync(fd) } else { libc::fsync(fd) } }).map(drop)
 }
 
 /// `lseek(fd, off, whence)`.
 pub fn lseek(fd: RawFd, off: i64, whence: i32) -> SysResult<i64> {
     tick();
+    // SAFETY: plain integers; an invalid fd is an EBADF, not undefined behaviour.
     let r = unsafe { libc::lseek(fd, off, whence) };
     if r < 0 { Err(last_errno()) } else { Ok(r) }
 }
 
 /// `ftruncate(fd, size)`.
 pub fn ftruncate(fd: RawFd, size: u64) -> SysResult<()> {
+    // SAFETY: plain integers; an invalid fd is an EBADF, not undefined behaviour.
     check(unsafe { libc::ftruncate(fd, size as i64) }).map(drop)
 }
 
 /// `fstatvfs(fd)`.
 pub fn fstatvfs(fd: BorrowedFd<'_>) -> SysResult<libc::statvfs> {
     let mut st = MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: a borrowed open fd and a writable statvfs alive for the call.
     check(unsafe { libc::fstatvfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstatvfs succeeded (checked), so it filled `st`.
     Ok(unsafe { st.assume_init() })
 }
 
@@ -365,6 +398,7 @@ impl DirBuf {
     pub fn fill(&mut self, fd: RawFd) -> SysResult<bool> {
         self.clear();
         tick();
+        // SAFETY: the pointer and length describe `self.buf`, writable for the call.
         let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, self.buf.as_mut_ptr(), self.buf.len()) };
         if n < 0 {
             return Err(last_errno());
@@ -416,6 +450,7 @@ pub fn raise_nofile() -> u64 {
         .and_then(|s| s.trim().parse::<u64>().ok())
         .unwrap_or(1 << 20);
     let mut lim = MaybeUninit::<libc::rlimit>::uninit();
+    // SAFETY: `lim` is filled by getrlimit before assume_init (a failure returns first); the rlimits passed are valid locals.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) != 0 {
             return 0;
@@ -443,24 +478,28 @@ pub mod xattr {
     /// `getxattr`; with an empty `buf` returns the size needed.
     pub fn get(fd: RawFd, name: &OsStr, buf: &mut [u8]) -> SysResult<usize> {
         let (p, n) = (proc_path(fd), c(name)?);
+        // SAFETY: NUL-terminated path and name; the pointer and length describe `buf`.
         check_size(unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })
     }
 
     /// `setxattr`.
     pub fn set(fd: RawFd, name: &OsStr, value: &[u8], flags: i32) -> SysResult<()> {
         let (p, n) = (proc_path(fd), c(name)?);
+        // SAFETY: NUL-terminated path and name; the pointer and length describe `value`.
         check(unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) }).map(drop)
     }
 
     /// `listxattr`; with an empty `buf` returns the size needed.
     pub fn list(fd: RawFd, buf: &mut [u8]) -> SysResult<usize> {
         let p = proc_path(fd);
+        // SAFETY: a NUL-terminated path; the pointer and length describe `buf`.
         check_size(unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })
     }
 
     /// `removexattr`.
     pub fn remove(fd: RawFd, name: &OsStr) -> SysResult<()> {
         let (p, n) = (proc_path(fd), c(name)?);
+        // SAFETY: NUL-terminated path and name.
         check(unsafe { libc::removexattr(p.as_ptr(), n.as_ptr()) }).map(drop)
     }
 }
@@ -481,6 +520,7 @@ struct HandleBuf {
 pub fn file_handle(fd: BorrowedFd<'_>) -> SysResult<Box<[u8]>> {
     let mut h = HandleBuf { bytes: MAX_HANDLE_SZ as u32, kind: 0, data: [0; MAX_HANDLE_SZ] };
     let mut mount_id: libc::c_int = 0;
+    // SAFETY: a borrowed open fd, an empty NUL-terminated path, a HandleBuf whose `bytes` is its data's size, and a writable mount id.
     check(unsafe {
         libc::name_to_handle_at(
             fd.as_raw_fd(),
@@ -508,6 +548,7 @@ pub fn open_handle(mount_fd: BorrowedFd<'_>, handle: &[u8]) -> SysResult<OwnedFd
     let mut h = HandleBuf { bytes: data.len() as u32, kind: 0, data: [0; MAX_HANDLE_SZ] };
     h.kind = libc::c_int::from_ne_bytes(kind.try_into().map_err(|_| Errno::EINVAL)?);
     h.data[..data.len()].copy_from_slice(data);
+    // SAFETY: a borrowed open fd and a HandleBuf whose `bytes` fits its data.
     let fd = check(unsafe {
         libc::open_by_handle_at(
             mount_fd.as_raw_fd(),
@@ -515,6 +556,7 @@ pub fn open_handle(mount_fd: BorrowedFd<'_>, handle: &[u8]) -> SysResult<OwnedFd
             libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
         )
     })?;
+    // SAFETY: open_by_handle_at returned a new fd (checked) that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 

@@ -2,7 +2,7 @@
 //! directory (no mount), and a store through it.
 
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::Duration;
 
@@ -23,9 +23,7 @@ pub const ME: Caller = Caller { uid: 0, gid: 0, pid: 0 };
 /// A core over `dir` with budget `max` bytes, block files `*.bin`, indexed.
 pub fn core(dir: &Path, max: u64) -> Core {
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-    assert!(fd >= 0);
-    let root = unsafe { OwnedFd::from_raw_fd(fd) };
+    let root = sys::open(&c, libc::O_PATH | libc::O_DIRECTORY).unwrap();
     let key = key_of(&sys::fstat(root.as_fd()).unwrap());
     let m = build_matcher(&["*.bin".into()]).unwrap();
     let mut ledger = Ledger::new(max);

@@ -426,7 +426,7 @@ fn not_writable(what: &str, path: &Path) -> String {
         ),
         _ => format!(
             "{what} {p} is not writable by this user (uid {}); run as its owner or root, or choose another directory",
-            unsafe { libc::getuid() }
+            crate::sys::uid()
         ),
     }
 }
@@ -438,11 +438,10 @@ pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBu
     let m = dir(mountpoint, "mountpoint")?;
     if let Some(source) = boundfs_mounted_at(&m) {
         // statfs always reaches the daemon: ENOTCONN means it died.
-        let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
         let cm = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(m.as_os_str()))
             .or_else(|_| err("mountpoint: path contains a NUL byte"))?;
-        let dead = unsafe { libc::statvfs(cm.as_ptr(), &mut v) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOTCONN);
+        let dead =
+            crate::sys::statvfs(&cm).is_err() && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOTCONN);
         let (what, fix, kind) = if dead {
             ("a dead boundfs mount", "umount -l", Exit::DeadMount)
         } else {
@@ -454,7 +453,7 @@ pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBu
     }
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(b.as_os_str()))
         .or_else(|_| err("backing directory: path contains a NUL byte"))?;
-    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+    if crate::sys::access(&c, libc::W_OK | libc::X_OK).is_err() {
         return err(not_writable("backing directory", &b));
     }
     if m == b {
@@ -562,7 +561,7 @@ fn check_out_file(
     let Some(d) = dir.parent() else { return err(format!("{key}: no directory")) };
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()))
         .or_else(|_| err(format!("{key}: path contains a NUL byte")))?;
-    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+    if crate::sys::access(&c, libc::W_OK | libc::X_OK).is_err() {
         return err(not_writable(&format!("{key} directory"), d));
     }
     Ok(dir)

@@ -13,9 +13,8 @@ use super::Options;
 /// stops a write, and `df` shows a size the disk does not have.
 pub fn warnings(opts: &Options) -> Vec<String> {
     let mut w = Vec::new();
-    let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(opts.backing.as_os_str()));
-    if c.is_ok_and(|c| unsafe { libc::statvfs(c.as_ptr(), &mut v) } == 0) {
+    if let Some(v) = c.ok().and_then(|c| crate::sys::statvfs(&c).ok()) {
         let total = u64::from(v.f_blocks).saturating_mul(u64::from(v.f_frsize));
         if total > 0 && opts.max_size > total {
             w.push(format!(

@@ -288,11 +288,13 @@ fn getxattr(mnt: &Path, name: &str) -> Result<Vec<u8>, CtlError> {
     let (p, n) = (cpath(mnt)?, CString::new(name).unwrap_or_default());
     // The value can grow between the size query and the read: retry on ERANGE.
     for _ in 0..8 {
+        // SAFETY: NUL-terminated path and name; a null buffer of length 0 asks for the size.
         let len = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), std::ptr::null_mut(), 0) };
         if len < 0 {
             return Err(explain(mnt, std::io::Error::last_os_error(), false));
         }
         let mut buf = vec![0u8; len as usize + 256];
+        // SAFETY: NUL-terminated path and name; the pointer and length describe `buf`.
         let got = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
         if got >= 0 {
             buf.truncate(got as usize);
@@ -308,6 +310,7 @@ fn getxattr(mnt: &Path, name: &str) -> Result<Vec<u8>, CtlError> {
 
 fn setxattr(mnt: &Path, name: &str, value: &[u8]) -> Result<(), CtlError> {
     let (p, n) = (cpath(mnt)?, CString::new(name).unwrap_or_default());
+    // SAFETY: NUL-terminated path and name; the pointer and length describe `value`.
     if unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) } != 0 {
         return Err(explain(mnt, std::io::Error::last_os_error(), true));
     }

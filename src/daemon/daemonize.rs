@@ -38,7 +38,9 @@ impl ReadyPipe {
 /// to a redirection. Call first thing, before opening anything.
 pub fn ensure_std_fds() {
     for fd in 0..3 {
+        // SAFETY: F_GETFD only reads the flags of a descriptor number; no pointers.
         if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            // SAFETY: a NUL-terminated literal path; the new fd fills the lowest free slot on purpose.
             unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
         }
     }
@@ -59,10 +61,13 @@ pub fn detach(failure: i32, log: Option<&std::path::Path>) -> Result<ReadyPipe, 
         None => None,
     };
     let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two fds pipe2 writes.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(format!("cannot create a pipe: {}", std::io::Error::last_os_error()));
     }
+    // SAFETY: pipe2 succeeded, so both fds are new and owned by nothing else.
     let (r, w) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    // SAFETY: no thread exists yet (see the module docs), so the child may run Rust code.
     match unsafe { libc::fork() } {
         -1 => Err(format!("cannot fork the daemon: {}", std::io::Error::last_os_error())),
         0 => {
@@ -89,10 +94,12 @@ fn parent_wait(mut r: File, child: libc::pid_t, failure: i32) -> ! {
         // Reap the child (it exits right after reporting) so a caller waiting
         // for our exit never sees it linger.
         let mut status = 0;
+        // SAFETY: `child` is our own child and `status` a writable int.
         unsafe { libc::waitpid(child, &mut status, 0) };
         std::process::exit(failure);
     }
     let mut status = 0;
+    // SAFETY: `child` is our own child and `status` a writable int.
     let how = if unsafe { libc::waitpid(child, &mut status, 0) } == child {
         if libc::WIFSIGNALED(status) {
             format!("was killed by signal {}", libc::WTERMSIG(status))
@@ -122,11 +129,13 @@ pub fn open_log(p: &std::path::Path) -> Result<File, String> {
 /// The child: new session, cwd `/`, stdin/stdout on /dev/null, stderr on
 /// the log file or /dev/null: nothing of the caller's stdio is kept.
 fn detach_child(log: Option<OwnedFd>) {
+    // SAFETY: setsid takes no arguments; a failure leaves the session as it was.
     unsafe { libc::setsid() };
     let _ = std::env::set_current_dir("/");
     let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") else {
         // No /dev/null: close them rather than keep the caller's pipes.
         for fd in 0..3 {
+            // SAFETY: closes the standard fds, which no Rust object owns here.
             unsafe { libc::close(fd) };
         }
         return;
@@ -134,6 +143,7 @@ fn detach_child(log: Option<OwnedFd>) {
     let null = OwnedFd::from(null);
     for fd in 0..3 {
         let src = if fd == 2 { log.as_ref().unwrap_or(&null) } else { &null };
+        // SAFETY: dup2 onto a standard fd from an fd borrowed for the call.
         unsafe { libc::dup2(src.as_raw_fd(), fd) };
     }
 }

@@ -91,12 +91,13 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
 /// under a default ACL).
 fn prepare_process() {
     let nofile = sys::raise_nofile();
-    if nofile < 65536 && unsafe { libc::geteuid() } != 0 {
+    if nofile < 65536 && sys::euid() != 0 {
         log::warn!(
             "open file limit is {nofile}: not root, so one fd is held per inode the kernel caches \
              (no file handles); lookups fail with EMFILE beyond it"
         );
     }
+    // SAFETY: umask takes a plain mode and cannot fail.
     unsafe { libc::umask(0) };
 }
 
@@ -118,7 +119,7 @@ fn mount(opts: &Options, core: &Arc<Core>) -> Result<fuser::Session<BoundFs>, St
     cfg.n_threads = Some(opts.threads);
     cfg.clone_fd = true;
     let fs = BoundFs::new(core.clone(), opts.attr_timeout, passthrough_with_atime(opts, core.root().fd()));
-    let session = if unsafe { libc::geteuid() } == 0 {
+    let session = if sys::euid() == 0 {
         let fd = mount_kernel(opts)?;
         fuser::Session::from_fd(fs, fd, cfg.acl, cfg)
     } else {
@@ -286,17 +287,13 @@ fn cpath(p: &std::path::Path) -> Result<std::ffi::CString, std::io::Error> {
 /// (Documentation/filesystems/fuse.rst): fd, rootmode, user_id, group_id.
 /// Errors: one line naming the cause and the fix ([`mount_error`]).
 fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, String> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    let dev = unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if dev < 0 {
-        return Err(mount_error::dev_fuse(opts, &std::io::Error::last_os_error()));
-    }
-    let dev = unsafe { OwnedFd::from_raw_fd(dev) };
+    use std::os::fd::AsRawFd;
+    let dev = sys::open(c"/dev/fuse", libc::O_RDWR).map_err(|e| mount_error::dev_fuse(opts, &e))?;
     let data = format!(
         "fd={},rootmode=40000,user_id={},group_id={},default_permissions{}",
         dev.as_raw_fd(),
-        unsafe { libc::geteuid() },
-        unsafe { libc::getegid() },
+        sys::euid(),
+        sys::egid(),
         if opts.allow_other { ",allow_other" } else { "" }
     );
     let bad = |e: std::io::Error| mount_error::kernel(opts, &e);
@@ -307,6 +304,7 @@ fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, String> {
         flags |= libc::MS_NOEXEC;
     }
     let r =
+        // SAFETY: NUL-terminated source, target, type and options strings alive for the call.
         unsafe { libc::mount(src.as_ptr(), target.as_ptr(), c"fuse.boundfs".as_ptr(), flags, data.as_ptr().cast()) };
     if r != 0 {
         return Err(mount_error::kernel(opts, &std::io::Error::last_os_error()));
@@ -316,19 +314,21 @@ fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, String> {
 
 /// Unmounts; when busy, detaches lazily (the mount goes once no longer used).
 fn unmount(opts: &Options, unmounter: &mut fuser::SessionUnmounter) {
-    if unsafe { libc::geteuid() } != 0 {
+    if sys::euid() != 0 {
         if let Err(e) = unmounter.unmount() {
             log::warn!("unmount of {} failed: {e}", opts.mountpoint.display());
         }
         return;
     }
     let Ok(m) = cpath(&opts.mountpoint) else { return };
+    // SAFETY: a NUL-terminated path alive for the call.
     if unsafe { libc::umount2(m.as_ptr(), 0) } != 0 {
         let e = std::io::Error::last_os_error();
         log::warn!(
             "unmount of {} failed ({e}); detaching lazily: it goes once no longer busy",
             opts.mountpoint.display()
         );
+        // SAFETY: a NUL-terminated path alive for the call.
         unsafe { libc::umount2(m.as_ptr(), libc::MNT_DETACH) };
     }
 }

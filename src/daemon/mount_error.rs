@@ -58,7 +58,7 @@ pub fn user(opts: &Options, e: &io::Error) -> String {
         format!(
             " ({DEV_FUSE} is not readable and writable by uid {}: give it mode 0666, as most distributions ship it, \
              or mount as root)",
-            unsafe { libc::getuid() }
+            crate::sys::uid()
         )
     } else if fusermount.is_none() {
         " (fusermount3 is not installed: install fuse3, e.g. apt-get install fuse3, or mount as root)".to_string()
@@ -72,7 +72,7 @@ pub fn user(opts: &Options, e: &io::Error) -> String {
 
 fn accessible(p: &Path) -> bool {
     let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else { return false };
-    unsafe { libc::access(c.as_ptr(), libc::R_OK | libc::W_OK) == 0 }
+    crate::sys::access(&c, libc::R_OK | libc::W_OK).is_ok()
 }
 
 fn find_in_path(names: &[&str]) -> Option<PathBuf> {

@@ -41,7 +41,7 @@
 //! watchdog runs, fusectl cannot be unmounted (its `abort` file is open).
 
 use std::ffi::{CString, OsStr, OsString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -153,10 +153,11 @@ fn mount_fusectl() -> Result<(), String> {
     if claim::mounts().iter().any(|m| m.fstype == "fusectl" && m.point == Path::new(CTL)) {
         return Ok(());
     }
-    if unsafe { libc::geteuid() } != 0 {
+    if crate::sys::euid() != 0 {
         return Err(format!("fusectl is not mounted at {CTL} (as root: mount -t fusectl fusectl {CTL})"));
     }
     let target = CString::new(CTL).map_err(|e| e.to_string())?;
+    // SAFETY: NUL-terminated source, target and type; null data is allowed for fusectl.
     let r = unsafe { libc::mount(c"fusectl".as_ptr(), target.as_ptr(), c"fusectl".as_ptr(), 0, std::ptr::null()) };
     if r != 0 {
         return Err(format!("cannot mount fusectl at {CTL}: {}", std::io::Error::last_os_error()));
@@ -166,11 +167,7 @@ fn mount_fusectl() -> Result<(), String> {
 
 fn open_abort(path: &str) -> Result<OwnedFd, String> {
     let c = CString::new(path).map_err(|e| e.to_string())?;
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(format!("cannot open {path}: {}", std::io::Error::last_os_error()));
-    }
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    crate::sys::open(&c, libc::O_WRONLY).map_err(|e| format!("cannot open {path}: {e}"))
 }
 
 /// Whether this process was started as the watchdog (argv\[0\] is [`ARGV0`]).
@@ -184,7 +181,9 @@ pub fn invoked_as_watchdog(argv0: &OsStr) -> bool {
 /// finished exiting within [`GRACE`], and exits 0 (2 if started wrongly).
 pub fn main(argv: &[OsString]) -> ! {
     // Any fd the exec did not close (a kernel without CLOSE_RANGE_CLOEXEC).
+    // SAFETY: close_range on fds above ABORT_FD, which no Rust object owns in this fresh process.
     unsafe { libc::syscall(libc::SYS_close_range, ABORT_FD as u32 + 1, u32::MAX, 0) };
+    // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
     unsafe { libc::prctl(libc::PR_SET_NAME, c"boundfs-watch".as_ptr()) };
     let arg = |i: usize| argv.get(i).map(|a| a.as_os_str());
     let (Some(pid), Some(conn), Some(mnt)) = (
@@ -195,6 +194,7 @@ pub fn main(argv: &[OsString]) -> ! {
         eprintln!("{ARGV0}: started by boundfs only (PID N MOUNTPOINT [syslog | file PATH])");
         std::process::exit(2);
     };
+    // SAFETY: F_GETFD only reads the flags of a descriptor number; no pointers.
     if unsafe { libc::fcntl(ABORT_FD, libc::F_GETFD) } < 0 {
         eprintln!("{ARGV0}: no abort file on fd {ABORT_FD}");
         std::process::exit(2);
@@ -209,9 +209,12 @@ pub fn main(argv: &[OsString]) -> ! {
     };
     logging::init(sink);
     for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGPIPE] {
+        // SAFETY: SIG_IGN installs no handler code.
         unsafe { libc::signal(s, libc::SIG_IGN) };
     }
+    // SAFETY: sigset_t is plain data; all-zero is a valid value (emptied below).
     let mut wake: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the set and the pointers are valid locals; blocking WAKE affects this thread only.
     unsafe {
         libc::sigemptyset(&mut wake);
         libc::sigaddset(&mut wake, WAKE);
@@ -232,10 +235,13 @@ pub fn main(argv: &[OsString]) -> ! {
     while !(parent_died || gone(pid) || (proc_ours && state(pid, pid) == Some('Z'))) {
         // The timeout only bounds a wake-up lost in a way not foreseen.
         let t = libc::timespec { tv_sec: 10, tv_nsec: 0 };
+        // SAFETY: siginfo_t is plain data; all-zero is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `wake`, `info` and `t` are valid locals alive for the call.
         if unsafe { libc::sigtimedwait(&wake, &mut info, &t) } == WAKE {
             // Sent by the kernel on behalf of the exiting parent thread (its
             // process id), not by someone's kill.
+            // SAFETY: `info` was filled by sigtimedwait for the WAKE signal, whose si_pid is set.
             parent_died = unsafe { info.si_pid() } == pid;
         }
     }
@@ -246,6 +252,7 @@ pub fn main(argv: &[OsString]) -> ! {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    // SAFETY: a 1-byte buffer to ABORT_FD, which this process holds open.
     let r = unsafe { libc::write(ABORT_FD, b"1".as_ptr().cast(), 1) };
     let stuck = if proc_ours { stuck_threads(pid) } else { "threads unknown: /proc is another pid namespace's".into() };
     if r == 1 {
@@ -265,6 +272,7 @@ pub fn main(argv: &[OsString]) -> ! {
 /// Whether every thread of daemon `pid` has exited: we were handed to
 /// another parent (only then are its descriptors closed).
 fn gone(pid: libc::pid_t) -> bool {
+    // SAFETY: getppid takes no arguments and cannot fail.
     unsafe { libc::getppid() != pid }
 }
 

@@ -1,7 +1,7 @@
 //! What the core runs with ([`Config`], built once from the mount options)
 //! and the start-up that makes a core of it ([`Core::start`]).
 
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -93,13 +93,8 @@ impl Core {
         let backing = config.backing.display().to_string();
         let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(config.backing.as_os_str()))
             .map_err(|_| "backing path contains a NUL byte".to_string())?;
-        // SAFETY: `c` is a NUL-terminated path that outlives the call.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(format!("cannot open {backing}: {}", std::io::Error::last_os_error()));
-        }
-        // SAFETY: `fd` was just opened and is owned by nothing else.
-        let root = unsafe { OwnedFd::from_raw_fd(fd) };
+        let root =
+            sys::open(&c, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| format!("cannot open {backing}: {e}"))?;
         let st = sys::fstat(root.as_fd()).map_err(|e| format!("stat {backing}: {e:?}"))?;
         let matcher = crate::config::build_matcher(&config.patterns).map_err(|e| e.0)?;
         let mut ledger = Ledger::new(config.policy.max_size);
@@ -170,7 +165,7 @@ impl Core {
             next_fh: AtomicU64::new(1),
             start: Instant::now(),
             stamp_secs: stamp_interval.as_secs().min(u32::MAX as u64) as u32,
-            euid: unsafe { libc::geteuid() },
+            euid: sys::euid(),
             release_wait: RELEASE_WAIT,
         }
     }

@@ -139,8 +139,10 @@ fn thread_groups() -> Vec<libc::gid_t> {
     // SAFETY: the buffer holds `g.len()` gids.
     let n = unsafe { libc::getgroups(g.len() as i32, g.as_mut_ptr()) };
     if n < 0 {
+        // SAFETY: a null buffer of length 0 asks only for the count.
         let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) }.max(0) as usize;
         g = vec![0; n];
+        // SAFETY: the buffer holds `n` gids.
         let n = unsafe { libc::getgroups(n as i32, g.as_mut_ptr()) }.max(0) as usize;
         g.truncate(n);
     } else {
@@ -176,7 +178,7 @@ mod tests {
     /// start, and the thread is root again after it.
     #[test]
     fn a_create_inside_the_guard_is_the_callers() {
-        if unsafe { libc::geteuid() } != 0 {
+        if crate::sys::euid() != 0 {
             return;
         }
         let dir = tempfile::tempdir().expect("tempdir");
@@ -198,7 +200,7 @@ mod tests {
     #[test]
     fn may_write_checks_the_callers_permissions() {
         use std::os::fd::AsRawFd;
-        if unsafe { libc::geteuid() } != 0 {
+        if crate::sys::euid() != 0 {
             return;
         }
         let dir = tempfile::tempdir().expect("tempdir");

@@ -162,6 +162,7 @@ impl Drop for RestoreCaps {
 /// `fd` (an `O_PATH` fd too), when there are any to set.
 fn chmod_dropped(fd: std::os::fd::RawFd, keep: Option<u32>) -> OpResult<()> {
     match keep {
+        // SAFETY: a NUL-terminated /proc path alive for the call.
         Some(m) => sys::check(unsafe { libc::chmod(sys::proc_path(fd).as_ptr(), m) }).map(drop),
         None => Ok(()),
     }
@@ -327,11 +328,13 @@ impl Core {
         let p = sys::proc_path(i.fd().as_raw_fd());
         let check = |r: libc::c_int| sys::check(r).map(drop);
         if let Some(m) = mode {
+            // SAFETY: a NUL-terminated /proc path alive for the call.
             check(unsafe { libc::chmod(p.as_ptr(), m & 0o7777) })?;
         }
         if uid.is_some() || gid.is_some() {
             let before = killer.map(|_| sys::fstat(i.fd())).transpose()?;
             let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
+            // SAFETY: an open O_PATH fd and an empty NUL-terminated path with AT_EMPTY_PATH.
             check(unsafe { libc::fchownat(i.fd().as_raw_fd(), c"".as_ptr(), u, g, libc::AT_EMPTY_PATH) })?;
             // The daemon's chown dropped S_ISUID, and S_ISGID only when
             // group-executable (root is in every group); a caller outside the
@@ -346,12 +349,14 @@ impl Core {
         if let Some(sz) = size {
             match fh.map(|f| self.handle(f)) {
                 Some(Ok(h)) => sys::ftruncate(h.fd.as_raw_fd(), sz)?,
+                // SAFETY: a NUL-terminated /proc path alive for the call.
                 _ => check(unsafe { libc::truncate(p.as_ptr(), sz as i64) })?,
             }
             self.refresh_size(i.key, i.fd());
         }
         if atime.is_some() || mtime.is_some() {
             let ts = [timespec(atime), timespec(mtime)];
+            // SAFETY: a NUL-terminated path and two timespecs, alive for the call.
             check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), ts.as_ptr(), 0) })?;
         }
         if mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() && atime.is_none() && mtime.is_none() {

@@ -52,6 +52,7 @@ impl SmallFs {
         let d = tempfile::tempdir().ok()?;
         let path = std::ffi::CString::new(d.path().as_os_str().as_encoded_bytes()).ok()?;
         let opts = std::ffi::CString::new(format!("size={size}")).ok()?;
+        // SAFETY: NUL-terminated source, target, type and options strings alive for the call.
         let r = unsafe { libc::mount(c"tmpfs".as_ptr(), path.as_ptr(), c"tmpfs".as_ptr(), 0, opts.as_ptr().cast()) };
         (r == 0).then_some(SmallFs(d))
     }
@@ -60,6 +61,7 @@ impl SmallFs {
 impl Drop for SmallFs {
     fn drop(&mut self) {
         if let Ok(p) = std::ffi::CString::new(self.0.path().as_os_str().as_encoded_bytes()) {
+            // SAFETY: a NUL-terminated path alive for the call.
             unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) };
         }
     }

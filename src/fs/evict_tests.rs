@@ -83,7 +83,7 @@ fn a_request_that_can_never_fit_evicts_nothing() {
 /// second open file description of the backing file holding `LOCK_SH`.
 fn held_elsewhere(path: &std::path::Path) -> std::fs::File {
     let f = std::fs::File::open(path).unwrap();
-    assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_SH) }, 0);
+    crate::sys::flock(std::os::fd::AsFd::as_fd(&f), libc::LOCK_SH).unwrap();
     f
 }
 
@@ -123,7 +123,7 @@ fn shared_open_of_a_file_another_node_evicted_is_enoent() {
     // Node 2's eviction: LOCK_EX, unlink, truncate, close; our kernel still
     // has the inode, so the open arrives for an unlinked file.
     let f = std::fs::OpenOptions::new().write(true).open(d.path().join("k.bin")).unwrap();
-    assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) }, 0);
+    crate::sys::flock(std::os::fd::AsFd::as_fd(&f), libc::LOCK_EX).unwrap();
     std::fs::remove_file(d.path().join("k.bin")).unwrap();
     f.set_len(0).unwrap();
     drop(f);

@@ -71,6 +71,7 @@ fn a_passthrough_writer_holds_the_learned_size_until_its_release() {
     assert!(held >= 1 << 20, "the learned size is reserved at CREATE ({held})");
     // The kernel writes twice that straight to the backing file.
     let big = vec![9u8; 2 << 20];
+    // SAFETY: the handle's fd is open and the pointer and length describe `big`.
     assert_eq!(unsafe { libc::pwrite(o.handle.fd.as_raw_fd(), big.as_ptr().cast(), big.len(), 0) }, big.len() as isize);
     let over = c.check_writers().expect("a passthrough writer is open");
     assert!(over >= 1 << 20, "the check finds the overrun ({over})");

@@ -111,9 +111,10 @@ impl InodeTable {
     /// handle (only as root: `open_by_handle_at` needs CAP_DAC_READ_SEARCH).
     pub fn new(root_fd: OwnedFd, root_key: FileKey) -> Self {
         let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: `lim` is a writable rlimit alive for the call.
         unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
         let cap = (lim.rlim_cur / 2).clamp(64, 1 << 20) as usize;
-        Self::with_fd_cap(root_fd, root_key, cap, unsafe { libc::geteuid() } == 0)
+        Self::with_fd_cap(root_fd, root_key, cap, sys::euid() == 0)
     }
 
     /// [`InodeTable::new`] with at most `fd_cap` fds held, and file handles
@@ -353,8 +354,10 @@ mod tests {
 
     fn open(p: &std::path::Path) -> OwnedFd {
         let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path alive for the call; the fd is asserted below.
         let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
         assert!(fd >= 0);
+        // SAFETY: open returned a new fd (asserted >= 0) that nothing else owns.
         unsafe { OwnedFd::from_raw_fd(fd) }
     }
 
@@ -384,7 +387,7 @@ mod tests {
 
     #[test]
     fn at_most_cap_fds_are_held_and_cold_inodes_reopen_by_handle() {
-        if unsafe { libc::geteuid() } != 0 {
+        if sys::euid() != 0 {
             return; // open_by_handle_at needs CAP_DAC_READ_SEARCH
         }
         let dir = tempfile::tempdir().unwrap();

@@ -92,10 +92,8 @@ fn unix_now() -> u64 {
 }
 
 fn node_id() -> String {
-    let mut buf = [0u8; 256];
-    let host = if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
-        let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-        buf[..n].iter().map(|&b| if b.is_ascii_alphanumeric() || b == b'-' { b as char } else { '_' }).collect()
+    let host = if let Some(buf) = sys::hostname() {
+        buf.iter().map(|&b| if b.is_ascii_alphanumeric() || b == b'-' { b as char } else { '_' }).collect()
     } else {
         "node".to_string()
     };
@@ -235,6 +233,7 @@ impl Core {
         }
         let c = CString::new(format!("{id}.{generation}.log")).map_err(|_| Errno::EINVAL)?;
         let fd = sys::openat(self.journal_dir(io)?, &c, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND, 0o644)?;
+        // SAFETY: `fd` is open and the pointer and length describe `buf`.
         let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
         if n < 0 {
             return Err(Errno::from(std::io::Error::last_os_error()));
@@ -242,6 +241,7 @@ impl Core {
         io.written += n as u64;
         // close(2) is the commit on a distributed filesystem: report its error.
         let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
+        // SAFETY: `raw` came from into_raw_fd, so it is closed exactly once, here.
         if unsafe { libc::close(raw) } != 0 {
             return Err(Errno::from(std::io::Error::last_os_error()));
         }

@@ -87,12 +87,10 @@ fn unix_now() -> u64 {
 }
 
 fn host() -> String {
-    let mut buf = [0u8; 256];
-    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
-        return "?".into();
+    match sys::hostname() {
+        Some(buf) => String::from_utf8_lossy(&buf).into_owned(),
+        None => "?".into(),
     }
-    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
 /// Opens (creating it if needed) [`LEASE_DIR`] beneath BACKING, never
@@ -129,10 +127,7 @@ fn open_term(dir: BorrowedFd<'_>, term: u64) -> Result<OwnedFd, Errno> {
 
 /// `flock(LOCK_EX | LOCK_NB)`: Ok(false) when another client holds it.
 fn try_lock(fd: BorrowedFd<'_>) -> Result<bool, Errno> {
-    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(true);
-    }
-    let e = Errno::from(std::io::Error::last_os_error());
+    let Err(e) = sys::flock(fd, libc::LOCK_EX | libc::LOCK_NB) else { return Ok(true) };
     if e == Errno::EWOULDBLOCK || e == Errno::EINTR { Ok(false) } else { Err(e) }
 }
 
@@ -280,6 +275,7 @@ impl Core {
         let fd = sys::openat(dir.as_fd(), &c, libc::O_RDONLY, 0).ok()?;
         let st = sys::fstat(fd.as_fd()).ok()?;
         let mut buf = [0u8; 512];
+        // SAFETY: `fd` is open and the pointer and length describe `buf`.
         let n = unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
         let line = String::from_utf8_lossy(&buf[..usize::try_from(n).ok()?]).trim().to_string();
         let age = unix_now().saturating_sub(u64::try_from(st.st_mtime).unwrap_or(0));

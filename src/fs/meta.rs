@@ -138,6 +138,7 @@ impl Core {
             let st = sys::fstat(i.fd())?;
             if let Some(m) = privs::after_acl_set(st.st_mode, st.st_gid, false, |g| who.in_group(g)) {
                 let p = sys::proc_path(i.fd().as_raw_fd());
+                // SAFETY: a NUL-terminated /proc path alive for the call.
                 sys::check(unsafe { libc::chmod(p.as_ptr(), m) })?;
             }
         }

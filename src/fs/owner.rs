@@ -15,6 +15,7 @@ impl Core {
     pub(super) fn chown_new(&self, fd: BorrowedFd<'_>, who: Caller) {
         if self.euid == 0 && (who.uid != 0 || who.gid != 0) {
             sys::tick();
+            // SAFETY: an open O_PATH fd and an empty NUL-terminated path with AT_EMPTY_PATH.
             let r = unsafe { libc::fchownat(fd.as_raw_fd(), c"".as_ptr(), who.uid, who.gid, libc::AT_EMPTY_PATH) };
             if r != 0 {
                 log::debug!("chown of a new object to {}:{} failed", who.uid, who.gid);

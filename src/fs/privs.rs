@@ -107,8 +107,9 @@ mod tests {
 
     #[test]
     fn a_caller_is_in_its_own_supplementary_groups() {
-        let me = Caller { uid: 0, gid: u32::MAX - 1, pid: unsafe { libc::gettid() } as u32 };
+        let me = Caller { uid: 0, gid: u32::MAX - 1, pid: crate::sys::tid() as u32 };
         let mut groups = vec![0 as libc::gid_t; 256];
+        // SAFETY: the buffer holds `groups.len()` gids.
         let n = unsafe { libc::getgroups(groups.len() as i32, groups.as_mut_ptr()) };
         for g in &groups[..n.max(0) as usize] {
             assert!(me.in_group(*g), "supplementary group {g}");

@@ -53,7 +53,7 @@ impl Core {
         let rel = abs.strip_prefix(&self.root_path).map_err(|_| Errno::ENOENT)?;
         let (mode, owner) = match &st {
             Ok(st) => (st.st_mode & 0o7777, Caller { uid: st.st_uid, gid: st.st_gid, pid: 0 }),
-            Err(_) => (0o755, Caller { uid: self.euid, gid: unsafe { libc::getegid() }, pid: 0 }),
+            Err(_) => (0o755, Caller { uid: self.euid, gid: sys::egid(), pid: 0 }),
         };
         let mut cur = sys::reopen(self.root().fd(), libc::O_PATH | libc::O_DIRECTORY)?;
         let mut first_made = None;

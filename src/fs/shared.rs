@@ -61,10 +61,7 @@ const COMMIT_AT_CLOSE: &[(u32, &str)] = &[
 /// `COMMIT_AT_CLOSE`), from `fstatfs` of any fd on it; `None` for a local
 /// filesystem or when fstatfs fails.
 pub fn commits_at_close(fd: BorrowedFd<'_>) -> Option<&'static str> {
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
-        return None;
-    }
+    let st = sys::fstatfs(fd).ok()?;
     let t = st.f_type as u32;
     COMMIT_AT_CLOSE.iter().find(|(m, _)| *m == t).map(|(_, n)| *n)
 }
@@ -80,11 +77,7 @@ pub fn flush_needed(mode: FlushMode, backing: BorrowedFd<'_>) -> bool {
 }
 
 fn flock(fd: BorrowedFd<'_>, op: i32) -> OpResult<()> {
-    if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
-        Ok(())
-    } else {
-        Err(Errno::from(std::io::Error::last_os_error()))
-    }
+    sys::flock(fd, op)
 }
 
 /// Whether `e` says the filesystem has no flock support at all.
@@ -170,14 +163,17 @@ impl Core {
         }
         let h = self.handle(fh)?;
         // A read-only handle has nothing to commit.
+        // SAFETY: F_GETFL only reads the flags of the handle's open fd.
         let mode = unsafe { libc::fcntl(h.fd.as_raw_fd(), libc::F_GETFL) };
         if mode >= 0 && mode & libc::O_ACCMODE == libc::O_RDONLY {
             return Ok(());
         }
+        // SAFETY: dup of the handle's open fd; the new fd is closed below.
         let dup = unsafe { libc::dup(h.fd.as_raw_fd()) };
         if dup < 0 {
             return Err(Errno::from(std::io::Error::last_os_error()));
         }
+        // SAFETY: `dup` is our own fd from dup above, closed exactly once, here.
         if unsafe { libc::close(dup) } != 0 {
             let e = Errno::from(std::io::Error::last_os_error());
             // close(2) frees the fd even when it reports an error; EINTR is not a failure of the data.

@@ -5,7 +5,6 @@
 //! they do to the shared tree: write a file's mtime (`utimensat`, their
 //! recency stamp) or create files in it directly.
 
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -65,10 +64,8 @@ fn walk(c: &Core) {
 fn own_stamp(c: &Core, d: &Path, name: &str) {
     let k = key(d, name);
     c.touch(k);
-    let fd = unsafe {
-        let p = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).unwrap();
-        OwnedFd::from_raw_fd(libc::open(p.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC))
-    };
+    let p = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).unwrap();
+    let fd = crate::sys::open(&p, libc::O_PATH | libc::O_DIRECTORY).unwrap();
     let (keys, ns) = crate::workers::stamp::flush(&c.stamper, &fd);
     assert_eq!(keys, vec![k], "node A's stamp of {name} was due and written");
     c.stamped(&keys, ns);

@@ -89,6 +89,7 @@ impl BoundFs {
 
 /// A negative entry: the kernel caches "no such name" for the TTL.
 fn negative_entry() -> FileAttr {
+    // SAFETY: stat is plain data; all-zero is a valid value.
     let mut a = crate::fs::attr(0, &unsafe { std::mem::zeroed() });
     a.ino = INodeNo(0);
     a
@@ -157,7 +158,7 @@ impl Filesystem for BoundFs {
         if self.killpriv {
             self.core.allow_direct_writers();
         }
-        if self.core.passthrough_enabled() && unsafe { libc::geteuid() } != 0 {
+        if self.core.passthrough_enabled() && crate::sys::euid() != 0 {
             // FUSE_DEV_IOC_BACKING_OPEN needs CAP_SYS_ADMIN (fs/fuse/backing.c).
             self.core.no_passthrough("not root: registering backing files needs CAP_SYS_ADMIN");
         }

@@ -22,7 +22,7 @@
 //! nothing is warmed.
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -62,7 +62,7 @@ pub fn run(core: Arc<Core>, mountpoint: &Path, count: usize, stop: impl Fn() -> 
     };
     // Its LOOKUPs reach the daemon with this thread's id: they are not uses
     // of the blocks (the LRU order and the mtimes stay as they were).
-    let tid = unsafe { libc::gettid() };
+    let tid = sys::tid();
     core.warm_tid().store(tid, Ordering::Relaxed);
     let mut warmed = 0;
     for p in &paths {
@@ -94,20 +94,13 @@ fn private_view(mountpoint: &Path) -> Result<OwnedFd, String> {
     }
     let slash = c"/";
     let flags = libc::MS_REC | libc::MS_PRIVATE;
+    // SAFETY: a NUL-terminated target and null source, type and data, as MS_PRIVATE allows.
     if unsafe { libc::mount(std::ptr::null(), slash.as_ptr(), std::ptr::null(), flags, std::ptr::null()) } != 0 {
         return Err(os("making the private mount namespace private"));
     }
     let c = CString::new(mountpoint.as_os_str().as_bytes()).map_err(|_| "mountpoint has a NUL byte".to_string())?;
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(os("open mountpoint"));
-    }
-    // SAFETY: fd was just opened and is owned here.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut sfs) } != 0 {
-        return Err(os("fstatfs mountpoint"));
-    }
+    let fd = sys::open(&c, libc::O_PATH | libc::O_DIRECTORY).map_err(|_| os("open mountpoint"))?;
+    let sfs = sys::fstatfs(fd.as_fd()).map_err(|_| os("fstatfs mountpoint"))?;
     if sfs.f_type as i64 != FUSE_SUPER_MAGIC {
         return Err("the mountpoint is not a FUSE mount in the copied namespace".into());
     }

@@ -42,15 +42,18 @@ const GONE: u32 = libc::IN_DELETE | libc::IN_MOVED_FROM;
 /// 250 ms). Logs one warning and returns if inotify is unavailable (the
 /// periodic and eviction-triggered passes still run).
 pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
+    // SAFETY: inotify_init1 takes flags only; the fd is checked below.
     let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
     if fd < 0 {
         log::warn!("inotify unavailable ({}): removals in BACKING are found by reconcile passes only", errno());
         return;
     }
+    // SAFETY: inotify_init1 returned a new fd (checked >= 0) that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // The exact directory the daemon serves, through its fd (no path lookup).
     let target = sys::proc_path(core.root().fd().as_raw_fd());
     let mask = GONE | libc::IN_ONLYDIR;
+    // SAFETY: an open inotify fd and a NUL-terminated path alive for the call.
     if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), target.as_ptr(), mask) } < 0 {
         log::warn!("cannot watch BACKING with inotify ({}): raise fs.inotify.max_user_watches", errno());
         return;
@@ -62,8 +65,10 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
     while !stop() {
         let wait = if batch_start.is_some() { QUIET } else { Duration::from_millis(250) };
         let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: `pfd` is one valid pollfd alive for the call.
         let n = unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as i32) };
         if n > 0 {
+            // SAFETY: an open fd; the pointer and length describe `buf`.
             let got = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
             if got > 0 {
                 overflow |= parse(&buf[..got as usize], &mut names);
