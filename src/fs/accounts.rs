@@ -1,8 +1,11 @@
 //! The one door to the ledger: [`Accounts`] owns the ledger (with its
 //! policy, the one home of `max_size`) behind its mutex, and the condvar
 //! that a RELEASE signals. Each request event is one method taking the lock
-//! once, so a CREATE takes it twice (reserve, [`Accounts::created`]) and an
-//! OPEN twice ([`Accounts::pin`], [`Accounts::opened`]).
+//! once, so a CREATE takes it twice (reserve, [`Accounts::created`]; twice
+//! more for a passthrough writer's reservation and its headroom), an OPEN twice
+//! ([`Accounts::pin`], [`Accounts::opened`]) and a RENAME twice
+//! ([`Accounts::paths_in`], [`Accounts::renamed`]), at the root or below it
+//! (`accounts_tests.rs` counts them).
 //!
 //! Lock order: the ledger mutex comes after the directory stripes and before
 //! the leaf locks (see `crate::fs`); it is never held across a syscall.
@@ -39,12 +42,53 @@ pub struct Created {
     pub size: u64,
     /// The name matches the block pattern.
     pub block: bool,
-    /// Path relative to BACKING, when known.
+    /// Path relative to BACKING, when known; else it is the parent's (from
+    /// the ledger, `dir`) joined with `name`.
     pub path: Option<PathBuf>,
+    /// The file's name in its parent directory.
+    pub name: std::ffi::OsString,
     /// The parent directory's key and its allocated bytes after the create.
     pub dir: Option<(FileKey, u64)>,
     /// Bytes of the reservation the CREATE held, returned here.
     pub reserved: u64,
+}
+
+/// A name that a removal or a RENAME takes away.
+#[derive(Debug)]
+pub enum NameGone {
+    /// The object's last name (or a directory): it leaves usage (at its last
+    /// RELEASE if open).
+    Unlinked(FileKey),
+    /// One of several hard links, by its path relative to BACKING.
+    Name(FileKey, PathBuf),
+}
+
+/// An object a RENAME moved, for [`Accounts::renamed`].
+#[derive(Debug)]
+pub struct Moved {
+    /// Its backing identity.
+    pub key: FileKey,
+    /// Allocated bytes.
+    pub size: u64,
+    /// The new name makes it a block file.
+    pub block: bool,
+    /// What kind of object it is.
+    pub kind: Kind,
+    /// New and old paths relative to BACKING, when known.
+    pub to: Option<PathBuf>,
+    /// See `to`.
+    pub from: Option<PathBuf>,
+}
+
+/// What one RENAME changes in the ledger, for [`Accounts::renamed`].
+#[derive(Debug, Default)]
+pub struct Renamed {
+    /// The target it replaced, unless exchanged.
+    pub replaced: Option<NameGone>,
+    /// The source, and with RENAME_EXCHANGE the target too.
+    pub moved: Vec<Moved>,
+    /// The directories involved and their allocated bytes after it.
+    pub dirs: Vec<(FileKey, u64)>,
 }
 
 /// What a recorded event asks of the caller.
@@ -56,6 +100,9 @@ pub struct After {
     pub wake: bool,
     /// The file is a block file.
     pub block: bool,
+    /// The object's path could not be had from the ledger (a parent it has
+    /// no path for): the caller finds it otherwise.
+    pub unnamed: bool,
 }
 
 impl Accounts {
@@ -205,7 +252,7 @@ impl Accounts {
         l.set_size(key, size);
         let block = l.get(&key).is_some_and(|e| e.block);
         let stamp = l.touch(key, now, interval);
-        After { stamp, wake: false, block }
+        After { stamp, block, ..Default::default() }
     }
 
     /// CREATE: records the file (new or found), pins it for the handle, makes
@@ -219,7 +266,9 @@ impl Accounts {
             l.fresh(c.key);
         }
         l.pin(c.key)?;
-        l.upsert(c.key, c.size, c.block, c.path, now);
+        let path = c.path.or_else(|| Some(l.get(&c.dir?.0)?.path.as_deref()?.join(&c.name)));
+        let unnamed = path.is_none();
+        l.upsert(c.key, c.size, c.block, path, now);
         if c.fresh {
             // Created here: this node's part of a shared tier's usage.
             l.mark_local(c.key);
@@ -231,7 +280,7 @@ impl Accounts {
                 l.files_made_in(dkey, 1);
             }
         }
-        Ok(After { stamp, wake: l.should_wake(), block: c.block })
+        Ok(After { stamp, wake: l.should_wake(), block: c.block, unnamed })
     }
 
     /// A new object from a namespace operation (mkdir, mknod, symlink, or
@@ -242,6 +291,51 @@ impl Accounts {
         l.upsert(key, size, block, path, now);
         l.set_kind(key, kind);
         l.should_wake()
+    }
+
+    /// The paths relative to BACKING of the names `name` in the
+    /// directories `dirs` (key, and whether it is BACKING's root), in one
+    /// lock: `None` for a directory the ledger has no path for.
+    pub fn paths_in(&self, dirs: &[(FileKey, bool, &std::ffi::OsStr)]) -> Vec<Option<PathBuf>> {
+        let l = self.guard();
+        dirs.iter()
+            .map(|&(key, root, name)| {
+                if root {
+                    Some(PathBuf::from(name))
+                } else {
+                    l.get(&key).and_then(|e| e.path.as_deref().map(|p| p.join(name)))
+                }
+            })
+            .collect()
+    }
+
+    /// RENAME, in one lock: the replaced object loses its name (`replaced`),
+    /// each moved object takes its new one (a directory's subtree follows)
+    /// and becomes most recent, and the directories get their new sizes.
+    /// Returns the stamps due (key, path).
+    pub fn renamed(&self, r: Renamed, now: u32, interval: u32) -> Vec<(FileKey, PathBuf)> {
+        let mut l = self.guard();
+        if let Some(g) = r.replaced {
+            match g {
+                NameGone::Unlinked(key) => l.mark_unlinked(key),
+                NameGone::Name(key, path) => l.name_removed(key, &path),
+            }
+        }
+        let mut stamps = Vec::new();
+        for m in r.moved {
+            if let (Some(f), Some(t), Kind::Dir) = (&m.from, &m.to, m.kind) {
+                l.rename_prefix(f, t);
+            }
+            l.upsert(m.key, m.size, m.block, m.to, now);
+            l.set_kind(m.key, m.kind);
+            if let Some(p) = l.touch(m.key, now, interval) {
+                stamps.push((m.key, p));
+            }
+        }
+        for (key, size) in r.dirs {
+            l.set_size(key, size);
+        }
+        stamps
     }
 
     /// RELEASE: unpins `key` and signals writes waiting for room. Returns

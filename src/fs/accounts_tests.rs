@@ -19,3 +19,33 @@ fn create_and_open_each_take_the_ledger_lock_at_most_twice() {
     assert!(create <= 2, "CREATE took the ledger lock {create} times");
     assert!(open <= 2, "OPEN took the ledger lock {open} times");
 }
+
+/// Ledger lock acquisitions of one call of `f` on `c`.
+fn locks<T>(c: &crate::fs::Core, f: impl FnOnce() -> T) -> (u64, T) {
+    let before = c.accounts().acquisitions();
+    let r = f();
+    (c.accounts().acquisitions() - before, r)
+}
+
+#[test]
+fn create_and_rename_below_the_root_each_take_the_ledger_lock_twice() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 1 << 30);
+    let dir = c.mkdir(ROOT, OsStr::new("a00"), 0o755, ME).unwrap().ino;
+    let sub = c.mkdir(dir, OsStr::new("b00"), 0o755, ME).unwrap().ino;
+    let (create, (_, o)) = locks(&c, || c.create(sub, OsStr::new("x.bin_1.tmp"), 0o644, libc::O_WRONLY, ME).unwrap());
+    c.release(o.fh);
+    let (rename, r) = locks(&c, || c.rename(sub, OsStr::new("x.bin_1.tmp"), sub, OsStr::new("x.bin"), 0));
+    r.unwrap();
+    let (across, r) = locks(&c, || c.rename(sub, OsStr::new("x.bin"), dir, OsStr::new("y.bin"), 0));
+    r.unwrap();
+    assert!(create <= 2, "CREATE below the root took the ledger lock {create} times");
+    assert!(rename <= 2, "RENAME in one directory below the root took the ledger lock {rename} times");
+    assert!(across <= 2, "RENAME across directories took the ledger lock {across} times");
+    let f = std::fs::File::open(d.path().join("a00/y.bin")).unwrap();
+    let key = crate::key::key_of(&crate::sys::fstat(std::os::fd::AsFd::as_fd(&f)).unwrap());
+    let l = c.accounts().lock();
+    let e = l.get(&key).expect("the renamed block is in the ledger");
+    assert!(e.block, "y.bin is a block file");
+    assert_eq!(e.path.as_deref(), Some(std::path::Path::new("a00/y.bin")), "its path follows the renames");
+}

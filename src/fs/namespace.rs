@@ -4,11 +4,11 @@
 
 use std::ffi::OsStr;
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use fuser::{Errno, FileAttr, INodeNo};
 
-use super::accounts::Created;
+use super::accounts::{Created, Moved, NameGone, Renamed};
 use super::creds::AsCaller;
 use super::inode::Inode;
 use super::{Caller, Core, Handle, OpResult, Opened};
@@ -97,13 +97,21 @@ impl Core {
             fresh: created,
             size: sys::allocated(&st),
             block,
-            path: self.rel_path(&p, name),
+            // Below the root, `created` joins the parent's path in the ledger.
+            path: (p.ino == super::inode::ROOT_INO).then(|| PathBuf::from(name)),
+            name: name.to_os_string(),
             dir: sys::fstat(p.fd()).ok().map(|d| (p.key, sys::allocated(&d))),
             reserved: room.settle(),
         };
         // Gone is unreachable while we hold the directory stripe; answer as a miss.
         let after = self.accounts.created(new, self.now(), self.stamp_secs).map_err(|_| Errno::ENOENT)?;
         self.stamp_due(key, after.stamp);
+        if after.unnamed {
+            // A parent the ledger has no path for (rare): ask the kernel.
+            if let Some(path) = self.rel_path(&p, name) {
+                self.accounts.lock().upsert(key, sys::allocated(&st), block, Some(path), self.now());
+            }
+        }
         let inode = self.inodes.insert(path_fd, key, libc::S_IFREG);
         let direct = super::direct::twin(fd.as_fd(), flags);
         let (fh, handle) = self.add_handle(Handle::new(fd, key, inode.ino).with_direct(direct));
@@ -228,12 +236,10 @@ impl Core {
 
     /// The ledger side of removing the name `path` of the object `st`.
     fn forget_name(&self, st: &libc::stat, path: Option<&Path>) {
-        let key = key_of(st);
-        let mut l = self.accounts.lock();
-        if st.st_nlink <= 1 || st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-            l.mark_unlinked(key);
-        } else if let Some(p) = path {
-            l.name_removed(key, p);
+        match name_gone(st, path) {
+            Some(NameGone::Unlinked(key)) => self.accounts.lock().mark_unlinked(key),
+            Some(NameGone::Name(key, p)) => self.accounts.lock().name_removed(key, &p),
+            None => {}
         }
     }
 
@@ -251,8 +257,7 @@ impl Core {
         let p = self.inode(parent)?;
         let np = self.inode(newparent)?;
         let (c, nc) = (sys::cname(name)?, sys::cname(newname)?);
-        let old_path = self.rel_path(&p, name);
-        let new_path = self.rel_path(&np, newname);
+        let (old_path, new_path) = self.rel_paths(&p, name, &np, newname);
         let _g = self.dirlocks.lock(&[p.key, np.key]);
         let src = sys::fstatat(p.fd(), &c)?;
         let dst = sys::fstatat(np.fd(), &nc).ok();
@@ -262,40 +267,56 @@ impl Core {
         }
         sys::renameat2(p.fd(), &c, np.fd(), &nc, flags)?;
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        let mut r = Renamed::default();
         if let Some(d) = dst.as_ref().filter(|d| key_of(d) != key_of(&src)) {
             if exchange {
-                self.moved(d, old_path.as_deref(), new_path.as_deref(), name);
+                r.moved.push(self.moved(d, old_path.clone(), new_path.clone(), name));
             } else {
-                self.forget_name(d, None);
+                r.replaced = name_gone(d, None);
             }
         }
-        self.moved(&src, new_path.as_deref(), old_path.as_deref(), newname);
-        self.refresh_dir(&p);
-        if np.key != p.key {
-            self.refresh_dir(&np);
+        r.moved.push(self.moved(&src, new_path, old_path, newname));
+        for d in if np.key != p.key { vec![&p, &np] } else { vec![&p] } {
+            if let Ok(st) = sys::fstat(d.fd()) {
+                r.dirs.push((d.key, sys::allocated(&st)));
+            }
+        }
+        for (key, path) in self.accounts.renamed(r, self.now(), self.stamp_secs) {
+            self.stamp_due(key, Some(path));
         }
         Ok(())
     }
 
-    /// The ledger side of an object `st` now named `to` (was `from`).
-    fn moved(&self, st: &libc::stat, to: Option<&Path>, from: Option<&Path>, new_name: &OsStr) {
-        let key = key_of(st);
-        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    /// The paths relative to BACKING of `name` in `p` and `newname` in
+    /// `np`: from the ledger in one lock, else (a directory it has no path
+    /// for) asked of the kernel.
+    fn rel_paths(&self, p: &Inode, name: &OsStr, np: &Inode, newname: &OsStr) -> (Option<PathBuf>, Option<PathBuf>) {
+        let root = |i: &Inode| i.ino == super::inode::ROOT_INO;
+        let mut known = self.accounts.paths_in(&[(p.key, root(p), name), (np.key, root(np), newname)]).into_iter();
+        let (a, b) = (known.next().flatten(), known.next().flatten());
+        (a.or_else(|| self.rel_path(p, name)), b.or_else(|| self.rel_path(np, newname)))
+    }
+
+    /// The ledger side of an object `st` now named `to` (was `from`), for
+    /// [`Accounts::renamed`].
+    fn moved(&self, st: &libc::stat, to: Option<PathBuf>, from: Option<PathBuf>, new_name: &OsStr) -> Moved {
         let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
         let block = regular && self.is_block_name(new_name);
         if regular && to.is_some() {
             self.unevictable.written(new_name, block, false);
         }
-        {
-            let mut l = self.accounts.lock();
-            if is_dir {
-                if let (Some(f), Some(t)) = (from, to) {
-                    l.rename_prefix(f, t);
-                }
-            }
-            l.upsert(key, sys::allocated(st), block, to.map(Path::to_path_buf), self.now());
-            l.set_kind(key, Kind::of_mode(st.st_mode));
-        }
-        self.touch(key);
+        Moved { key: key_of(st), size: sys::allocated(st), block, kind: Kind::of_mode(st.st_mode), to, from }
+    }
+}
+
+/// What removing the name `path` of the object `st` takes from the ledger:
+/// the object itself when it was its last link (or a directory), else that
+/// one name (when known).
+fn name_gone(st: &libc::stat, path: Option<&Path>) -> Option<NameGone> {
+    let key = key_of(st);
+    if st.st_nlink <= 1 || st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        Some(NameGone::Unlinked(key))
+    } else {
+        path.map(|p| NameGone::Name(key, p.to_path_buf()))
     }
 }
