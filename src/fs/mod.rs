@@ -32,6 +32,7 @@ pub mod own_removals;
 mod owner;
 mod parts;
 pub mod privs;
+mod reap;
 mod recreate;
 pub mod shared;
 mod statfs;
@@ -111,10 +112,9 @@ pub struct Core {
     stamper: Stamper,
     /// Wakes the background evictor (work pending, or stop).
     evict_wake: Signal,
-    /// Directories eviction may have left empty: (path relative to BACKING,
-    /// passes tried, found idle by the previous pass); see
-    /// [`Core::reap_empty_dirs`].
-    empty_dirs: Mutex<Vec<(PathBuf, u32, bool)>>,
+    /// Directories eviction may have left empty, and when stores last
+    /// arrived; see [`Core::reap_empty_dirs`].
+    empty_dirs: reap::EmptyDirs,
     /// What eviction can't remove: non-block usage, files matching no pattern.
     unevictable: unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).
@@ -184,7 +184,7 @@ impl Core {
             inval: Invalidator::default(),
             stamper: Stamper::default(),
             evict_wake: Signal::default(),
-            empty_dirs: Mutex::new(Vec::new()),
+            empty_dirs: Default::default(),
             reconcile: Default::default(),
             own_removals: Default::default(),
             warm_tid: Default::default(),
