@@ -70,7 +70,8 @@ struct Emptied {
     idle: bool,
     /// Emptied by the removal of a subdirectory (a fan-out level).
     interior: bool,
-    /// When it was queued (for an interior one: since when it is kept).
+    /// When it was (last) found emptied: an interior one is kept
+    /// [`KEEP_EMPTY`] from then.
     since: Instant,
 }
 
@@ -199,8 +200,9 @@ impl Core {
                 Err(_) => {}
             }
         }
-        // One entry per directory, the earliest `since` and either kind.
-        retry.sort_by(|a, b| a.rel.cmp(&b.rel).then(a.since.cmp(&b.since)));
+        // One entry per directory, either kind, dated by its latest
+        // emptying: one that keeps filling and emptying stays kept.
+        retry.sort_by(|a, b| a.rel.cmp(&b.rel).then(b.since.cmp(&a.since)));
         retry.dedup_by(|later, first| {
             let same = later.rel == first.rel;
             if same {
