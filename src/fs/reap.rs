@@ -44,7 +44,7 @@ pub const KEEP_EMPTY: Duration = Duration::from_secs(30);
 pub const STORES_IDLE: Duration = Duration::from_secs(2);
 
 /// Kept directories take at most `max_size / KEPT_SHARE` of the budget.
-pub const KEPT_SHARE: u64 = 32;
+pub const KEPT_SHARE: u64 = 16;
 
 /// Most directories kept at once, whatever the budget.
 pub const MAX_KEPT: usize = 4096;

@@ -64,11 +64,11 @@ fn kept_directories_go_when_stores_stop_or_at_unmount() {
 
 #[test]
 fn kept_directories_are_bounded_by_a_share_of_the_budget() {
-    assert_eq!(kept_max(300 << 20), 2400, "max_size/32 at 4 KiB a directory");
+    assert_eq!(kept_max(64 << 20), 1024, "max_size/16 at 4 KiB a directory");
     assert_eq!(kept_max(1 << 40), super::MAX_KEPT);
     // a budget too small to keep one: reaped as if stores were idle
     let d = tempfile::tempdir().unwrap();
-    let c = evicted_leaf(d.path(), 64 << 10);
+    let c = evicted_leaf(d.path(), 32 << 10);
     for _ in 0..4 {
         store_arrives(&c);
         c.reap_empty_dirs();

@@ -5,7 +5,7 @@
 # arriving, so the next store under it needs no LOOKUP and MKDIR of it
 # again; once stores stop it goes too. A writer stores 64 KiB blocks into
 # new leaves under 16 fan-out directories all along (the budget is 8 MiB, so
-# eviction runs all along and up to 64 emptied directories may be kept);
+# eviction runs all along and up to 128 emptied directories may be kept);
 # kv/a/b/x.bin is the oldest block. The proof that the reaper
 # has run past kv/a: a leaf directory emptied after kv/a/b (mark/, stored
 # after kv/a/b was reaped) is gone, which takes the reaper the same passes
