@@ -147,7 +147,7 @@ impl Core {
             inval: Invalidator::default(),
             stamper: Stamper::default(),
             evict_wake: Signal::default(),
-            empty_dirs: Mutex::new(Vec::new()),
+            empty_dirs: Default::default(),
             reconcile: Default::default(),
             own_removals: Default::default(),
             warm_tid: Default::default(),

@@ -129,7 +129,7 @@ impl Core {
                 Stats::add(&self.stats.evictions, 1);
                 Stats::add(&self.stats.evicted_bytes, done.freed);
                 if let Some(dir_rel) = rel.parent() {
-                    self.empty_dirs.lock().push((dir_rel.to_path_buf(), 0, false));
+                    self.queue_emptied(dir_rel.to_path_buf());
                 }
                 Some((done.freed, done.ticket))
             }
@@ -346,89 +346,6 @@ impl Core {
         Stats::add(&self.stats.reconcile_fixes, 1);
         log::debug!("eviction found {} gone behind the daemon: {freed} bytes stop counting", rel.display());
         Kept::Vanished { freed, ticket: None }
-    }
-
-    /// Removes directories that eviction left empty, up to but not including
-    /// BACKING. A directory is removed only once the kernel has forgotten its
-    /// inode (no client has it as a cwd, an open directory or a resolved
-    /// parent of an operation in flight), checked under its parent's stripe,
-    /// which lookup also takes: so a client that just resolved it (say
-    /// between the `mkdir -p` of its parent and the create inside it) keeps
-    /// it. Until then the kernel is asked to drop its entry, and it is retried
-    /// on later passes (for a minute at most). It must also have been found
-    /// forgotten by the pass before (passes run about a second apart), so a
-    /// client whose lookup came just before the kernel acted on an earlier
-    /// request to drop the entry (an `os.makedirs` answered EEXIST, then the
-    /// FORGET) still finds the directory for its create. A directory in which
-    /// `FLAT_STORE_FILES` or more files were created through the mount is
-    /// kept: it is an engine's flat store, made once at start-up (SGLang's
-    /// HiCacheFile `file_path`, LMCache's local disk path), whose next store
-    /// would fail with ENOENT without it; engines with fan-out directories
-    /// (vLLM, llm-d) make them before each store, a block or two in each.
-    pub fn reap_empty_dirs(&self) {
-        self.reap_pass(false);
-    }
-
-    /// After the FUSE session has ended (no client can reach the mount any
-    /// more, so the kernel holds none of its directories): removes every
-    /// directory still waiting in [`Core::reap_empty_dirs`]'s queue, and the
-    /// parents that leaves empty, at once. Without it the last second's
-    /// emptied directories stayed in BACKING for good: after a restart
-    /// nothing tells them from a user's empty directories.
-    pub fn reap_empty_dirs_at_unmount(&self) {
-        // one pass per directory level (a pass queues the parents it empties)
-        for _ in 0..64 {
-            if self.empty_dirs.lock().is_empty() {
-                break;
-            }
-            self.reap_pass(true);
-        }
-    }
-
-    /// One pass over the queue; `unmounted`: the session has ended, so the
-    /// kernel's hold and the pass of waiting do not apply.
-    fn reap_pass(&self, unmounted: bool) {
-        let batch = std::mem::take(&mut *self.empty_dirs.lock());
-        let mut retry = Vec::new();
-        for (rel, tries, idle) in batch {
-            let idle = idle || unmounted;
-            let check = |st: Result<&libc::stat, Errno>| {
-                let st = st.map_err(|_| Kept::Missing)?;
-                if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_nlink > 2 {
-                    return Err(Kept::Replaced);
-                }
-                let dkey = key_of(st);
-                if self.accounts.lock().get(&dkey).is_some_and(|e| e.files_made >= FLAT_STORE_FILES) {
-                    return Err(Kept::Replaced);
-                }
-                if !unmounted && self.inodes.ino_of(&dkey).is_some() {
-                    return Err(Kept::Busy);
-                }
-                if !idle {
-                    return Err(Kept::NotYet);
-                }
-                Ok((dkey, Removal::Dir))
-            };
-            match self.remove_verified(&rel, check) {
-                Ok(_) => {
-                    if let Some(parent_rel) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
-                        retry.push((parent_rel.to_path_buf(), 0, false));
-                    }
-                }
-                Err(Kept::NotYet) => retry.push((rel.clone(), tries, true)),
-                Err(Kept::Busy) if tries < 60 => {
-                    // The kernel still holds the directory: ask it to drop the entry.
-                    if let Some(p) = self.parent_of(&rel) {
-                        self.invalidate_entry(&p.key, p.name);
-                    }
-                    retry.push((rel.clone(), tries + 1, false));
-                }
-                Err(_) => {}
-            }
-        }
-        retry.sort();
-        retry.dedup_by(|a, b| a.0 == b.0);
-        self.empty_dirs.lock().extend(retry);
     }
 }
 

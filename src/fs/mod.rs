@@ -33,6 +33,7 @@ mod owner;
 pub mod pagecache;
 mod parts;
 pub mod privs;
+mod reap;
 mod recreate;
 pub mod shared;
 mod statfs;
@@ -113,10 +114,9 @@ pub struct Core {
     stamper: Stamper,
     /// Wakes the background evictor (work pending, or stop).
     evict_wake: Signal,
-    /// Directories eviction may have left empty: (path relative to BACKING,
-    /// passes tried, found idle by the previous pass); see
-    /// [`Core::reap_empty_dirs`].
-    empty_dirs: Mutex<Vec<(PathBuf, u32, bool)>>,
+    /// Directories eviction may have left empty, and when stores last
+    /// arrived; see [`Core::reap_empty_dirs`].
+    empty_dirs: reap::EmptyDirs,
     /// What eviction can't remove: non-block usage, files matching no pattern.
     unevictable: unevictable::Unevictable,
     /// Wakes the reconcile thread (stop, or an early pass).

@@ -87,7 +87,26 @@ impl BoundFs {
     }
 }
 
-/// A negative entry: the kernel caches "no such name" for the TTL.
+/// A negative entry: a LOOKUP of a missing name is answered with node id 0
+/// and `entry_valid` = `attr_timeout` instead of ENOENT, so the kernel keeps
+/// a negative dentry (fs/fuse/dir.c, `fuse_lookup_name`: "Zero nodeid is
+/// same as -ENOENT, but with valid timeout"; an ENOENT reply leaves the
+/// dentry with timeout 0) and a second `stat`/`access` of the name costs no
+/// request. What it cannot save: `fuse_dentry_revalidate` never trusts a
+/// negative dentry for LOOKUP_EXCL (mkdir, O_CREAT|O_EXCL) or
+/// LOOKUP_RENAME_TARGET ("For negative dentries, always do a fresh
+/// lookup"), so the MKDIR, CREATE or RENAME that follows a miss still
+/// costs its own LOOKUP. A name created through the mount turns the dentry
+/// positive in the kernel itself (`d_instantiate` on the MKDIR or CREATE
+/// reply). A name that appears behind the mount (an operator's copy into
+/// BACKING, another node's store with `-o shared`) stays a miss until the
+/// timeout ends, exactly as a positive entry removed or replaced behind the
+/// mount stays cached that long: one rule for every change behind the
+/// mount, `attr_timeout` (60 s; 2 s with `-o shared`, so another node's new
+/// block is a hit here within 2 s: `config::SHARED_ATTR_TIMEOUT`), or
+/// sooner when a reconcile pass adopts the file and invalidates its name
+/// (`workers::reconcile`). The inotify watch on BACKING (`workers::watch`)
+/// sees removals only, so it has no appearance to invalidate.
 fn negative_entry() -> FileAttr {
     // SAFETY: stat is plain data; all-zero is a valid value.
     let mut a = crate::fs::attr(0, &unsafe { std::mem::zeroed() });

@@ -1,0 +1,219 @@
+//! The reaper of emptied directories (a `Core` method, run by the evictor
+//! thread about once a second): directories that eviction left empty are
+//! removed once the kernel has forgotten them, up to but not including
+//! BACKING; an engine's flat store (`FLAT_STORE_FILES`) stays; and a
+//! directory that held directories (a fan-out level: vLLM's `abc/` above
+//! its `abc/de_g0/` leaves) is kept while stores keep arriving, because the
+//! next store into its subtree would make it again.
+//!
+//! What a kept directory saves: removing `abc/` makes the kernel drop its
+//! entry (a FORGET), and the next store under it pays `makedirs`' LOOKUP of
+//! the missing name, the LOOKUP the kernel sends again for the MKDIR itself
+//! (`fuse_dentry_revalidate` never trusts a negative entry for LOOKUP_EXCL),
+//! the MKDIR, and a GETATTR of the parent the MKDIR changed: 5 requests.
+//! Under eviction a hash directory of the first level empties and fills
+//! again every few seconds.
+//!
+//! What it costs: a kept directory counts in usage as any directory does
+//! (4 KiB on ext4 and xfs), so at most `max_size / KEPT_SHARE` of the
+//! budget, at 4 KiB a directory ([`kept_max`]), goes to kept directories;
+//! beyond it the longest kept go first. Leaves (directories emptied by the
+//! eviction of a file) are not kept: vLLM's 2^20 leaves hold a block or two
+//! each and are rarely wanted again.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use fuser::Errno;
+use parking_lot::Mutex;
+
+use super::Core;
+use super::evict::{FLAT_STORE_FILES, Kept};
+use crate::key::key_of;
+use crate::ledger::Removal;
+use crate::stats::Op;
+
+/// How long an emptied directory that held directories is kept at most
+/// while stores arrive (seconds). At the bench trace's store rate a
+/// first-level hash directory of vLLM's layout (one of 4,096) gets a store
+/// every 4 to 10 s.
+pub const KEEP_EMPTY: Duration = Duration::from_secs(30);
+
+/// Stores are idle (kept directories go as any other) once no CREATE or
+/// MKDIR request came for this long.
+pub const STORES_IDLE: Duration = Duration::from_secs(2);
+
+/// Kept directories take at most `max_size / KEPT_SHARE` of the budget.
+pub const KEPT_SHARE: u64 = 16;
+
+/// Most directories kept at once, whatever the budget.
+pub const MAX_KEPT: usize = 4096;
+
+/// Bytes a directory is assumed to take when bounding the kept ones (what
+/// ext4 and xfs give a small directory).
+const DIR_BYTES: u64 = 4096;
+
+/// How many emptied directories may be kept under a budget of `max_size`
+/// bytes: `max_size / KEPT_SHARE` at 4 KiB each, at most [`MAX_KEPT`].
+pub fn kept_max(max_size: u64) -> usize {
+    ((max_size / KEPT_SHARE / DIR_BYTES) as usize).min(MAX_KEPT)
+}
+
+/// A directory eviction may have left empty, waiting in the reaper's queue.
+#[derive(Clone, Debug)]
+struct Emptied {
+    /// Path relative to BACKING.
+    rel: PathBuf,
+    /// Passes that found the kernel still holding it.
+    tries: u32,
+    /// Found forgotten by the kernel on the previous pass.
+    idle: bool,
+    /// Emptied by the removal of a subdirectory (a fan-out level).
+    interior: bool,
+    /// When it was (last) found emptied: an interior one is kept
+    /// [`KEEP_EMPTY`] from then.
+    since: Instant,
+}
+
+/// The reaper's state: the queue, and when a store last arrived.
+#[derive(Default)]
+pub struct EmptyDirs {
+    queue: Mutex<Vec<Emptied>>,
+    /// CREATE + MKDIR requests counted, and when that count last moved.
+    stores: Mutex<(u64, Option<Instant>)>,
+}
+
+impl Core {
+    /// Queues `rel` (relative to BACKING), whose last entry eviction just
+    /// removed, for [`Core::reap_empty_dirs`].
+    pub(crate) fn queue_emptied(&self, rel: PathBuf) {
+        let e = Emptied { rel, tries: 0, idle: false, interior: false, since: Instant::now() };
+        self.empty_dirs.queue.lock().push(e);
+    }
+
+    /// Removes directories that eviction left empty, up to but not including
+    /// BACKING. A directory is removed only once the kernel has forgotten its
+    /// inode (no client has it as a cwd, an open directory or a resolved
+    /// parent of an operation in flight), checked under its parent's stripe,
+    /// which lookup also takes: so a client that just resolved it (say
+    /// between the `mkdir -p` of its parent and the create inside it) keeps
+    /// it. Until then the kernel is asked to drop its entry, and it is retried
+    /// on later passes (for a minute at most). It must also have been found
+    /// forgotten by the pass before (passes run about a second apart), so a
+    /// client whose lookup came just before the kernel acted on an earlier
+    /// request to drop the entry (an `os.makedirs` answered EEXIST, then the
+    /// FORGET) still finds the directory for its create. A directory in which
+    /// `FLAT_STORE_FILES` or more files were created through the mount is
+    /// kept: it is an engine's flat store, made once at start-up (SGLang's
+    /// HiCacheFile `file_path`, LMCache's local disk path), whose next store
+    /// would fail with ENOENT without it; engines with fan-out directories
+    /// (vLLM, llm-d) make them before each store, a block or two in each.
+    /// A directory emptied by the removal of its last subdirectory is left
+    /// alone (neither checked nor its entry dropped) while stores arrive
+    /// (a CREATE or MKDIR within [`STORES_IDLE`]), for [`KEEP_EMPTY`] at
+    /// most and [`kept_max`] of them at once (see the module docs); then it
+    /// goes as above.
+    pub fn reap_empty_dirs(&self) {
+        self.reap_pass(false);
+    }
+
+    /// After the FUSE session has ended (no client can reach the mount any
+    /// more, so the kernel holds none of its directories): removes every
+    /// directory still waiting in [`Core::reap_empty_dirs`]'s queue, kept
+    /// ones included, and the parents that leaves empty, at once. Without it
+    /// the last second's emptied directories stayed in BACKING for good:
+    /// after a restart nothing tells them from a user's empty directories.
+    pub fn reap_empty_dirs_at_unmount(&self) {
+        // one pass per directory level (a pass queues the parents it empties)
+        for _ in 0..64 {
+            if self.empty_dirs.queue.lock().is_empty() {
+                break;
+            }
+            self.reap_pass(true);
+        }
+    }
+
+    /// Whether a CREATE or MKDIR request came within [`STORES_IDLE`]
+    /// (measured at the reaper's passes).
+    fn stores_arriving(&self) -> bool {
+        let r = &self.stats.requests;
+        let n = r.received(Op::Create) + r.received(Op::Mkdir);
+        let mut s = self.empty_dirs.stores.lock();
+        if s.0 != n {
+            *s = (n, Some(Instant::now()));
+        }
+        s.1.is_some_and(|t| t.elapsed() < STORES_IDLE)
+    }
+
+    /// One pass over the queue; `unmounted`: the session has ended, so the
+    /// kernel's hold, the pass of waiting and the keeping do not apply.
+    fn reap_pass(&self, unmounted: bool) {
+        let mut batch = std::mem::take(&mut *self.empty_dirs.queue.lock());
+        let mut retry = Vec::new();
+        if !unmounted && self.stores_arriving() {
+            // The most recently emptied first, up to the bound.
+            batch.sort_by_key(|e| std::cmp::Reverse(e.since));
+            let mut room = kept_max(self.policy().max_size);
+            batch.retain(|e| {
+                let keep = e.interior && room > 0 && e.since.elapsed() < KEEP_EMPTY;
+                if keep {
+                    room -= 1;
+                    retry.push(Emptied { idle: false, ..e.clone() });
+                }
+                !keep
+            });
+        }
+        for e in batch {
+            let idle = e.idle || unmounted;
+            let check = |st: Result<&libc::stat, Errno>| {
+                let st = st.map_err(|_| Kept::Missing)?;
+                if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_nlink > 2 {
+                    return Err(Kept::Replaced);
+                }
+                let dkey = key_of(st);
+                if self.accounts.lock().get(&dkey).is_some_and(|e| e.files_made >= FLAT_STORE_FILES) {
+                    return Err(Kept::Replaced);
+                }
+                if !unmounted && self.inodes.ino_of(&dkey).is_some() {
+                    return Err(Kept::Busy);
+                }
+                if !idle {
+                    return Err(Kept::NotYet);
+                }
+                Ok((dkey, Removal::Dir))
+            };
+            match self.remove_verified(&e.rel, check) {
+                Ok(_) => {
+                    if let Some(parent_rel) = e.rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+                        let p = parent_rel.to_path_buf();
+                        retry.push(Emptied { rel: p, tries: 0, idle: false, interior: true, since: Instant::now() });
+                    }
+                }
+                Err(Kept::NotYet) => retry.push(Emptied { idle: true, ..e }),
+                Err(Kept::Busy) if e.tries < 60 => {
+                    // The kernel still holds the directory: ask it to drop the entry.
+                    if let Some(p) = self.parent_of(&e.rel) {
+                        self.invalidate_entry(&p.key, p.name);
+                    }
+                    retry.push(Emptied { tries: e.tries + 1, idle: false, ..e });
+                }
+                Err(_) => {}
+            }
+        }
+        // One entry per directory, either kind, dated by its latest
+        // emptying: one that keeps filling and emptying stays kept.
+        retry.sort_by(|a, b| a.rel.cmp(&b.rel).then(b.since.cmp(&a.since)));
+        retry.dedup_by(|later, first| {
+            let same = later.rel == first.rel;
+            if same {
+                first.interior |= later.interior;
+            }
+            same
+        });
+        self.empty_dirs.queue.lock().extend(retry);
+    }
+}
+
+#[cfg(test)]
+#[path = "reap_tests.rs"]
+mod tests;

@@ -1,0 +1,77 @@
+//! The reaper of emptied directories, pass by pass on a real backing
+//! directory (no mount): what goes, what is kept while stores arrive.
+
+use crate::stats::Op;
+use crate::testing::core;
+
+use super::kept_max;
+
+/// A backing tree `a/b/k.bin` with `k.bin` evicted: `a/b` is queued.
+fn evicted_leaf(d: &std::path::Path, max_size: u64) -> crate::fs::Core {
+    std::fs::create_dir_all(d.join("a/b")).unwrap();
+    std::fs::write(d.join("a/b/k.bin"), b"data").unwrap();
+    let c = core(d, max_size);
+    let (key, path) = c.accounts().lock().take_victim().unwrap();
+    assert!(c.evict_victim(key, &path).is_some());
+    c
+}
+
+/// A store arrives, as the FUSE adapter counts it.
+fn store_arrives(c: &crate::fs::Core) {
+    c.stats().requests.count(Op::Mkdir);
+}
+
+#[test]
+fn a_directory_that_held_directories_is_kept_while_stores_arrive() {
+    let d = tempfile::tempdir().unwrap();
+    let c = evicted_leaf(d.path(), 1 << 30);
+    for _ in 0..2 {
+        store_arrives(&c);
+        c.reap_empty_dirs(); // the leaf: forgotten one pass, then removed
+    }
+    assert!(!d.path().join("a/b").exists(), "the emptied leaf goes while stores arrive");
+    for _ in 0..5 {
+        store_arrives(&c);
+        c.reap_empty_dirs();
+        assert!(d.path().join("a").exists(), "the fan-out level is kept while stores arrive");
+    }
+    // the next store under it needs no MKDIR of `a`
+    std::fs::create_dir(d.path().join("a/c")).unwrap();
+    c.reap_empty_dirs_at_unmount();
+    assert!(d.path().join("a/c").exists(), "a kept directory that filled again stays");
+}
+
+#[test]
+fn kept_directories_go_when_stores_stop_or_at_unmount() {
+    // no store ever arrived: reaped as before, a pass of waiting per level
+    let d = tempfile::tempdir().unwrap();
+    let c = evicted_leaf(d.path(), 1 << 30);
+    for _ in 0..4 {
+        c.reap_empty_dirs();
+    }
+    assert!(!d.path().join("a").exists(), "with stores idle the emptied tree goes");
+    // kept while stores arrive, then the session ends: it goes at once
+    let d = tempfile::tempdir().unwrap();
+    let c = evicted_leaf(d.path(), 1 << 30);
+    for _ in 0..4 {
+        store_arrives(&c);
+        c.reap_empty_dirs();
+    }
+    assert!(d.path().join("a").exists());
+    c.reap_empty_dirs_at_unmount();
+    assert!(!d.path().join("a").exists(), "kept directories go at unmount");
+}
+
+#[test]
+fn kept_directories_are_bounded_by_a_share_of_the_budget() {
+    assert_eq!(kept_max(64 << 20), 1024, "max_size/16 at 4 KiB a directory");
+    assert_eq!(kept_max(1 << 40), super::MAX_KEPT);
+    // a budget too small to keep one: reaped as if stores were idle
+    let d = tempfile::tempdir().unwrap();
+    let c = evicted_leaf(d.path(), 32 << 10);
+    for _ in 0..4 {
+        store_arrives(&c);
+        c.reap_empty_dirs();
+    }
+    assert!(!d.path().join("a").exists(), "nothing kept beyond the bound");
+}
