@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use globset::GlobSet;
@@ -152,12 +152,10 @@ impl Core {
             own_removals: Default::default(),
             warm_tid: Default::default(),
             unevictable: Default::default(),
-            shared: false,
+            shared: None,
             flush_backing: false,
             open_extra: (0, 0),
             drop_cache: false,
-            sweeping: AtomicBool::new(false),
-            journal: Default::default(),
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
             io: IoModes::new(false),

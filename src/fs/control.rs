@@ -32,7 +32,7 @@ impl Core {
     pub fn status(&self) -> Status {
         let (c, evictable_bytes, node_bytes) = {
             let l = self.accounts.lock();
-            (l.counts(), l.evictable_bytes(), if self.shared { l.local_bytes() } else { 0 })
+            (l.counts(), l.evictable_bytes(), if self.shared.is_some() { l.local_bytes() } else { 0 })
         };
         let (sweeper_holder, sweeper_heartbeat_age_seconds) = self.sweeper_holder().unwrap_or_default();
         let p = self.policy();
@@ -57,9 +57,9 @@ impl Core {
             indexing: index.is_none(),
             index_seconds: index.map_or(0.0, |r| (r.seconds * 1000.0).round() / 1000.0),
             uptime_seconds: self.start.elapsed().as_secs(),
-            shared: self.shared,
+            shared: self.shared.is_some(),
             node_bytes,
-            sweeper: self.sweeping.load(std::sync::atomic::Ordering::Relaxed),
+            sweeper: self.shared.as_ref().is_some_and(|t| t.sweeping.load(std::sync::atomic::Ordering::Relaxed)),
             sweeper_holder,
             sweeper_heartbeat_age_seconds,
             requests: s.requests.snapshot(),

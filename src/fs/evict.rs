@@ -85,7 +85,9 @@ impl Core {
             }
         }
         // Shared tier: tell the other nodes at once (fs/journal.rs).
-        self.journal_publish();
+        if let Some(t) = &self.shared {
+            self.journal_publish(t);
+        }
         if let Some(t) = ticket.filter(|_| wait) {
             self.inval.wait(t, INVAL_WAIT);
         }
@@ -125,7 +127,9 @@ impl Core {
         match self.remove_verified(rel, check) {
             Ok(done) => {
                 // Shared tier: published to the other nodes (fs/journal.rs).
-                self.journal_record(key.ino, rel);
+                if let Some(t) = &self.shared {
+                    t.journal_record(key.ino, rel);
+                }
                 Stats::add(&self.stats.evictions, 1);
                 Stats::add(&self.stats.evicted_bytes, done.freed);
                 if let Some(dir_rel) = rel.parent() {
@@ -222,7 +226,7 @@ impl Core {
             // its bytes can go now and usage stays exact.
             (0, Some(sys::openat(dir.as_fd(), &c, libc::O_WRONLY, 0)))
         };
-        if self.shared && what == Removal::Block {
+        if self.shared.is_some() && what == Removal::Block {
             // Another node's opens hold LOCK_SH (fs::shared): take LOCK_EX on
             // the chosen file, or leave it, before truncating or unlinking.
             match victim.as_ref() {
@@ -279,7 +283,7 @@ impl Core {
     /// one assumption is that nodes' clocks agree (a stamp from a node whose
     /// clock is behind can read as older). Always None without `-o shared`.
     pub(crate) fn stamped_elsewhere(&self, key: FileKey, st: &libc::stat) -> Option<i64> {
-        if !self.shared {
+        if self.shared.is_none() {
             return None;
         }
         let mtime = st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec);
@@ -423,7 +427,7 @@ pub(crate) struct Parent<'a> {
 mod tests;
 
 #[cfg(test)]
-#[path = "shared_recency_tests.rs"]
+#[path = "shared/recency_tests.rs"]
 mod shared_recency_tests;
 
 /// A point where a daemon killed mid-removal leaves BACKING as it is now

@@ -91,7 +91,7 @@ fn held_elsewhere(path: &std::path::Path) -> std::fs::File {
 fn shared_a_file_open_on_another_node_is_never_evicted() {
     let d = tempfile::tempdir().unwrap();
     let mut c = core(d.path(), 1 << 30);
-    c.shared = true;
+    c.shared = Some(Default::default());
     store(&c, "k.bin", b"data");
     let other = held_elsewhere(&d.path().join("k.bin"));
     let (key, path) = c.accounts().lock().take_victim().unwrap();
@@ -117,7 +117,7 @@ fn single_node_mode_takes_no_lock() {
 fn shared_open_of_a_file_another_node_evicted_is_enoent() {
     let d = tempfile::tempdir().unwrap();
     let mut c = core(d.path(), 1 << 30);
-    c.shared = true;
+    c.shared = Some(Default::default());
     store(&c, "k.bin", b"data");
     let ino = c.lookup(ROOT, OsStr::new("k.bin")).unwrap().ino;
     // Node 2's eviction: LOCK_EX, unlink, truncate, close; our kernel still

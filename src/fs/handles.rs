@@ -218,7 +218,7 @@ impl Core {
         let (key, ino, mode) = (h.key, h.ino, h.mode.lock().take());
         self.drop_released(&h);
         drop(h);
-        if self.shared {
+        if self.shared.is_some() {
             // Every write through this handle (daemon or kernel passthrough)
             // is done: now bounds the mtime they gave the file, so eviction
             // does not take this node's own writes for another node's use.

@@ -15,8 +15,6 @@ pub mod dirlock;
 mod evict;
 pub mod handles;
 pub mod inode;
-pub mod journal;
-pub mod lease;
 pub mod passthrough;
 pub mod stamps;
 
@@ -44,7 +42,7 @@ use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::{BackingId, Errno, FileAttr, FileType, INodeNo};
@@ -126,9 +124,10 @@ pub struct Core {
     /// Thread id of the daemon's own thread warming the kernel's entries
     /// (`workers::warm`), 0 when none: its LOOKUPs are no use of a block.
     warm_tid: std::sync::atomic::AtomicI32,
-    /// `-o shared`: opens hold a flock and eviction takes one (see [`shared`]).
-    /// Set once, before the mount serves.
-    shared: bool,
+    /// `-o shared`: the shared tier (journal, sweeper lease, cross-node
+    /// locks; see [`shared`]); `None` on a local mount, which never enters
+    /// it. Set once, before the mount serves.
+    shared: Option<shared::SharedTier>,
     /// FLUSH closes a duplicate of the backing fd (see [`Core::flush`]). Set
     /// once, before the mount serves.
     flush_backing: bool,
@@ -140,12 +139,6 @@ pub struct Core {
     open_extra: (i32, i32),
     /// `drop_cache=release` (see [`pagecache`]). Set once, before the mount serves.
     drop_cache: bool,
-    /// Shared mode: this node holds the sweeper lease (see [`lease`]); only
-    /// the sweeper runs background sweeps and removes emptied directories.
-    sweeping: AtomicBool,
-    /// Shared mode: the removals this node publishes and reads from the
-    /// other nodes (see [`journal`]).
-    journal: journal::Journal,
     /// The start-up index's report once it is complete (`None` while it runs).
     index: (Mutex<Option<ScanReport>>, Condvar),
     /// The one handle table: fh → handle (fd, key, inode, I/O mode).
@@ -220,7 +213,7 @@ impl Core {
     /// those it holds.
     pub fn stamped(&self, keys: &[FileKey], mtime_ns: i64) {
         Stats::add(&self.stats.stamps, keys.len() as u64);
-        if self.shared && !keys.is_empty() {
+        if self.shared.is_some() && !keys.is_empty() {
             let mut l = self.accounts.lock();
             keys.iter().for_each(|k| l.know_mtime(*k, mtime_ns));
         }
@@ -392,7 +385,7 @@ impl Core {
             // READ_GAP of the last read: the evictor loop reads them once a
             // second, and a sweep published in between would otherwise be
             // evicted for again here (two nodes evicting the same room).
-            if self.journal_apply(!journal_read) > 0 {
+            if self.shared.as_ref().is_some_and(|t| self.journal_apply(t, !journal_read) > 0) {
                 journal_read = true;
                 continue;
             }

@@ -41,13 +41,18 @@ impl Core {
 
     /// Whether this mount shares its BACKING with other nodes (`-o shared`).
     pub fn shared(&self) -> bool {
-        self.shared
+        self.shared.is_some()
+    }
+
+    /// The shared tier, with `-o shared`.
+    pub fn shared_tier(&self) -> Option<&super::shared::SharedTier> {
+        self.shared.as_ref()
     }
 
     /// Sets shared mode (`-o shared`) and whether data must reach BACKING's
     /// server at close (`flush_backing`); before the core is shared.
     pub fn set_modes(&mut self, shared: bool, flush_backing: bool) {
-        self.shared = shared;
+        self.shared = shared.then(Default::default);
         self.flush_backing = flush_backing;
     }
 

@@ -47,7 +47,7 @@ impl Core {
             // Shared tier: another node removed it. This node's client of
             // the distributed filesystem never saw the rmdir, so the fd still
             // looks linked (or answers ENOENT); its path is the one to make.
-            _ if self.shared => sys::fd_path(p.fd()).ok_or(Errno::ENOENT)?,
+            _ if self.shared.is_some() => sys::fd_path(p.fd()).ok_or(Errno::ENOENT)?,
             _ => return Err(Errno::ENOENT),
         };
         let rel = abs.strip_prefix(&self.root_path).map_err(|_| Errno::ENOENT)?;

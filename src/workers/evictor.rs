@@ -1,13 +1,13 @@
 //! The background evictor: sleeps until usage passes the high watermark, then
 //! evicts least recently used blocks down to the low watermark through
 //! [`Core::evict`] (the protocol is written in `crate::fs::evict`). In shared
-//! mode only the node holding the sweeper lease sweeps (`crate::fs::lease`).
+//! mode only the node holding the sweeper lease sweeps (`crate::fs::shared::lease`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::fs::Core;
-use crate::fs::journal::SWEEP_BATCHES;
+use crate::fs::shared::journal::SWEEP_BATCHES;
 use crate::stats::Stats;
 
 /// Shortest time between two info lines about eviction sweeps. Under a
@@ -61,7 +61,7 @@ impl SweepLog {
 /// it holds it.
 pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
     let mut sweeps = SweepLog::default();
-    let mut lease = crate::fs::lease::SweeperLease::default();
+    let mut lease = crate::fs::shared::lease::SweeperLease::default();
     // Background eviction waits for the start-up index, which sets the LRU
     // order (writes that need room meanwhile wait for it in `Core::reserve`).
     while !core.wait_indexed_for(Duration::from_secs(1)) {
@@ -88,7 +88,9 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             // same excess; this node evicts inline for its own writes only
             // (Core::reserve), and what the other nodes evicted stops
             // counting here (the sweeper reads it before each batch).
-            core.journal_apply(false);
+            if let Some(t) = core.shared_tier() {
+                core.journal_apply(t, false);
+            }
             sweeps.flush(&core);
             continue;
         }
@@ -107,7 +109,9 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         let measure = || {
             // Shared tier: re-read what the other nodes evicted (inline, for
             // their writes) before each batch, so it is not evicted twice.
-            core.journal_apply(true);
+            if let Some(t) = core.shared_tier() {
+                core.journal_apply(t, true);
+            }
             if stuck { core.accounts().over_max() } else { core.accounts().excess() }
         };
         let mut excess = measure();

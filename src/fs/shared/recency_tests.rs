@@ -49,7 +49,7 @@ fn tier(blocks: &[(&str, i64)]) -> (tempfile::TempDir, Core) {
         stamp_elsewhere(d.path(), name, *t);
     }
     let mut c = core(d.path(), 1 << 30);
-    c.shared = true;
+    c.shared = Some(Default::default());
     walk(&c);
     (d, c)
 }
@@ -126,7 +126,7 @@ fn this_nodes_own_stamp_after_another_nodes_is_its_own_use() {
 fn a_block_stored_here_and_stamped_elsewhere_within_the_same_second_is_reranked() {
     let d = tempfile::tempdir().unwrap();
     let mut c = core(d.path(), 1 << 30);
-    c.shared = true;
+    c.shared = Some(Default::default());
     store(&c, "x.bin", &[1u8; 4096]);
     store(&c, "y.bin", &[2u8; 4096]);
     // B reads x a fraction of a second after A stored both (one tick of

@@ -28,13 +28,38 @@
 //! (that close is the backing filesystem's own FLUSH) before answering; on
 //! local filesystems FLUSH stays answered ENOSYS (the kernel stops sending it).
 
+pub mod journal;
+pub mod lease;
+
 use std::os::fd::{AsRawFd, BorrowedFd};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use fuser::Errno;
 
 use super::{Core, OpResult, sys};
 use crate::config::FlushMode;
+
+/// The shared tier's state in a core mounted with `-o shared`; a local
+/// mount has none (`Core`'s `shared` is `None`) and never enters it.
+#[derive(Default)]
+pub struct SharedTier {
+    /// The removals this node publishes and reads from the other nodes
+    /// (see [`journal`]).
+    pub(in crate::fs) journal: journal::Journal,
+    /// This node holds the sweeper lease (see [`lease`]); only the sweeper
+    /// runs background sweeps and removes emptied directories.
+    pub(in crate::fs) sweeping: AtomicBool,
+}
+
+impl SharedTier {
+    /// Records that this node's eviction removed `path` (inode `ino`); it is
+    /// published by the next [`Core::journal_publish`].
+    pub(crate) fn journal_record(&self, ino: u64, path: &Path) {
+        self.journal.pending.lock().push((ino, path.to_path_buf()));
+    }
+}
 
 /// How long an opener waits for an eviction on another node that holds
 /// `LOCK_EX` on the file (an unlink and a truncate: milliseconds) before it
@@ -94,7 +119,7 @@ impl Core {
     /// filesystem without flock support is warned about once a minute and
     /// the open goes on unprotected.
     pub(crate) fn lock_opened(&self, fd: BorrowedFd<'_>) -> OpResult<()> {
-        if !self.shared {
+        if self.shared.is_none() {
             return Ok(());
         }
         let deadline = Instant::now() + OPEN_LOCK_WAIT;
@@ -139,7 +164,7 @@ impl Core {
     /// filesystem without flock support; false when a handle anywhere (this
     /// node or another) holds the file open.
     pub(crate) fn lock_victim(&self, fd: BorrowedFd<'_>) -> bool {
-        if !self.shared {
+        if self.shared.is_none() {
             return true;
         }
         loop {

@@ -42,8 +42,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use fuser::Errno;
 use parking_lot::Mutex;
 
-use super::Core;
+use super::SharedTier;
 use super::lease::LEASE_DIR;
+use crate::fs::Core;
 use crate::key::FileKey;
 use crate::sys;
 
@@ -67,7 +68,7 @@ pub const READ_GAP: Duration = Duration::from_millis(100);
 #[derive(Default)]
 pub struct Journal {
     /// Removals not yet published: (inode number, path relative to BACKING).
-    pending: Mutex<Vec<(u64, PathBuf)>>,
+    pub(super) pending: Mutex<Vec<(u64, PathBuf)>>,
     /// The journal files' state (held across their I/O only).
     io: Mutex<Io>,
 }
@@ -178,24 +179,13 @@ impl Core {
         sys::open_beneath(root.fd(), &rel, libc::O_PATH | libc::O_DIRECTORY)
     }
 
-    /// Records that this node's eviction removed `path` (inode `ino`); it is
-    /// published by the next [`Core::journal_publish`]. Shared mode only.
-    pub(crate) fn journal_record(&self, ino: u64, path: &Path) {
-        if self.shared {
-            self.journal.pending.lock().push((ino, path.to_path_buf()));
-        }
-    }
-
     /// Appends the removals recorded since the last call to this node's
     /// journal file and closes it (which commits it on a distributed
     /// filesystem). A failure is warned about (once a minute) and the lines
     /// are dropped: peers then learn those removals at their reconcile pass.
-    pub(crate) fn journal_publish(&self) {
-        if !self.shared {
-            return;
-        }
-        let mut io = self.journal.io.lock();
-        let lines = std::mem::take(&mut *self.journal.pending.lock());
+    pub(crate) fn journal_publish(&self, tier: &SharedTier) {
+        let mut io = tier.journal.io.lock();
+        let lines = std::mem::take(&mut *tier.journal.pending.lock());
         if lines.is_empty() {
             return;
         }
@@ -253,12 +243,9 @@ impl Core {
     /// `force`, does nothing within [`READ_GAP`] of the last read. Returns
     /// the bytes that stopped counting. Shared mode only; errors are warned
     /// about once a minute and the reconcile pass covers what was missed.
-    pub(crate) fn journal_apply(&self, force: bool) -> u64 {
-        if !self.shared {
-            return 0;
-        }
+    pub(crate) fn journal_apply(&self, tier: &SharedTier, force: bool) -> u64 {
         let lines = {
-            let mut io = self.journal.io.lock();
+            let mut io = tier.journal.io.lock();
             if !force && io.last_read.is_some_and(|t| t.elapsed() < READ_GAP) {
                 return 0;
             }
@@ -327,7 +314,7 @@ impl Core {
             // (which may be a second old on JuiceFS).
             let (size, mtime) = sys::size_synced(fd.as_fd())?;
             if clean
-                && self.sweeping.load(std::sync::atomic::Ordering::Relaxed)
+                && self.shared.as_ref().is_some_and(|t| t.sweeping.load(std::sync::atomic::Ordering::Relaxed))
                 && mtime + STALE_AFTER.as_secs() < unix_now()
             {
                 let _ = sys::unlinkat(self.journal_dir(io)?, &c, 0);
@@ -360,12 +347,12 @@ mod tests {
     fn two_nodes_over_three_blocks(b_max: impl FnOnce(&Path) -> u64) -> (tempfile::TempDir, Core, Core) {
         let d = tempfile::tempdir().unwrap();
         let mut a = core(d.path(), 1 << 30);
-        a.shared = true;
+        a.shared = Some(Default::default());
         for name in ["x.bin", "y.bin", "z.bin"] {
             store(&a, name, &[1u8; 8192]);
         }
         let mut b = core(d.path(), b_max(d.path()));
-        b.shared = true;
+        b.shared = Some(Default::default());
         (d, a, b)
     }
 
@@ -377,21 +364,21 @@ mod tests {
         let (x, path) = a.accounts().lock().take_victim().unwrap();
         assert_eq!(path, Path::new("x.bin"));
         let freed = a.evict_victim(x, &path).unwrap().0;
-        a.journal_publish();
-        assert_eq!(b.journal_apply(true), freed, "x.bin stops counting on node B at once");
+        a.journal_publish(a.shared_tier().unwrap());
+        assert_eq!(b.journal_apply(b.shared_tier().unwrap(), true), freed, "x.bin stops counting on node B at once");
         assert_eq!(usage(), before - freed);
         assert!(b.accounts().lock().get(&x).is_none());
-        assert_eq!(b.journal_apply(true), 0, "a line is applied once");
+        assert_eq!(b.journal_apply(b.shared_tier().unwrap(), true), 0, "a line is applied once");
         // A line whose path is not the entry's (a new file under a reused
         // inode number), or naming a file open on B, changes nothing.
         let y = a.lookup(ROOT, OsStr::new("y.bin")).unwrap();
         let z = b.lookup(ROOT, OsStr::new("z.bin")).unwrap();
         let fh = b.open(z.ino, libc::O_RDONLY).unwrap().fh;
         let ino_of = |n: &str| std::fs::metadata(d.path().join(n)).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
-        a.journal_record(ino_of("y.bin").unwrap(), Path::new("elsewhere/y.bin"));
-        a.journal_record(ino_of("z.bin").unwrap(), Path::new("z.bin"));
-        a.journal_publish();
-        assert_eq!(b.journal_apply(true), 0);
+        a.shared_tier().unwrap().journal_record(ino_of("y.bin").unwrap(), Path::new("elsewhere/y.bin"));
+        a.shared_tier().unwrap().journal_record(ino_of("z.bin").unwrap(), Path::new("z.bin"));
+        a.journal_publish(a.shared_tier().unwrap());
+        assert_eq!(b.journal_apply(b.shared_tier().unwrap(), true), 0);
         assert_eq!(usage(), before - freed);
         b.release(fh);
         let _ = y;
@@ -407,11 +394,11 @@ mod tests {
         b.release(fh);
         // B's evictor loop reads the journals (nothing new); within READ_GAP
         // A sweeps x.bin and publishes it.
-        assert_eq!(b.journal_apply(false), 0);
+        assert_eq!(b.journal_apply(b.shared_tier().unwrap(), false), 0);
         let (victim, path) = a.accounts().lock().take_victim().unwrap();
         assert_eq!(path, Path::new("x.bin"));
         a.evict_victim(victim, &path).unwrap();
-        a.journal_publish();
+        a.journal_publish(a.shared_tier().unwrap());
         // B's write needs one block: x.bin's room is free already, so B
         // evicts nothing (it used to evict y.bin, its own coldest).
         let r = b.reserve(8192, true).unwrap();
@@ -427,8 +414,7 @@ mod tests {
         store(&a, "x.bin", &[1u8; 8192]);
         let (x, path) = a.accounts().lock().take_victim().unwrap();
         a.evict_victim(x, &path).unwrap();
-        a.journal_publish();
-        assert_eq!(a.journal_apply(true), 0);
+        assert!(a.shared_tier().is_none(), "a local mount has no shared tier to enter");
         assert!(!d.path().join(LEASE_DIR).exists(), "a single-node mount leaves no journal in BACKING");
     }
 

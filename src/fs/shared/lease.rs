@@ -37,7 +37,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::Errno;
 
-use super::Core;
+use crate::fs::Core;
 use crate::sys;
 
 /// Directory beneath BACKING that holds the lease file (created on demand).
@@ -155,7 +155,7 @@ impl SweeperLease {
             self.held = false;
             false
         });
-        if core.sweeping.swap(held, Ordering::Relaxed) != held {
+        if core.shared.as_ref().is_some_and(|t| t.sweeping.swap(held, Ordering::Relaxed) != held) {
             if held {
                 log::info!("shared tier: this node holds the sweeper lease and runs eviction sweeps");
             } else {
@@ -267,7 +267,7 @@ impl Core {
     /// [`HEARTBEAT`]s the holder is stuck or its client dead). None without
     /// `-o shared` or when no node ever took the lease.
     pub fn sweeper_holder(&self) -> Option<(String, u64)> {
-        if !self.shared {
+        if self.shared.is_none() {
             return None;
         }
         let dir = sys::open_beneath(self.root().fd(), Path::new(LEASE_DIR), libc::O_PATH | libc::O_DIRECTORY).ok()?;
