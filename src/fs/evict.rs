@@ -84,7 +84,7 @@ impl Core {
                 ticket = t.or(ticket);
             }
         }
-        // Shared tier: tell the other nodes at once (fs/journal.rs).
+        // Shared tier: tell the other nodes at once (fs/shared/journal.rs).
         if let Some(t) = &self.shared {
             self.journal_publish(t);
         }
@@ -126,7 +126,7 @@ impl Core {
         };
         match self.remove_verified(rel, check) {
             Ok(done) => {
-                // Shared tier: published to the other nodes (fs/journal.rs).
+                // Shared tier: published to the other nodes (fs/shared/journal.rs).
                 if let Some(t) = &self.shared {
                     t.journal_record(key.ino, rel);
                 }

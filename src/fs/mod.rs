@@ -380,7 +380,7 @@ impl Core {
                 }
             };
             // Shared tier: blocks other nodes evicted since this node last
-            // read their journals are free already (see fs/journal.rs). The
+            // read their journals are free already (see fs/shared/journal.rs). The
             // first time a request needs an eviction, read them even within
             // READ_GAP of the last read: the evictor loop reads them once a
             // second, and a sweep published in between would otherwise be

@@ -118,7 +118,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         let batch = if core.shared() { excess.div_ceil(SWEEP_BATCHES).max(1) } else { u64::MAX };
         while excess > 0 && core.evict(excess.min(batch), true) > 0 && !stop() {
             // Shared tier: a holder stopped for longer than the takeover
-            // time was replaced meanwhile, and steps down here (fs/lease.rs).
+            // time was replaced meanwhile, and steps down here (fs/shared/lease.rs).
             if core.shared() && !lease.poll(&core) {
                 break;
             }
