@@ -180,11 +180,13 @@ impl Accounts {
         l.committed().saturating_sub(l.policy().max_size)
     }
 
-    /// Bytes a write could still get beside the reservations held: the room
-    /// below `max_size` plus what eviction can free now.
-    pub fn headroom(&self) -> u64 {
+    /// `(headroom, reserved)`: the bytes a write could still get beside the
+    /// reservations held (the room below `max_size` plus what eviction can
+    /// free now), and the bytes those reservations hold.
+    pub fn headroom(&self) -> (u64, u64) {
         let l = self.guard();
-        l.policy().max_size.saturating_sub(l.committed()) + l.evictable_bytes()
+        let room = l.policy().max_size.saturating_sub(l.committed()) + l.evictable_bytes();
+        (room, l.committed() - l.usage())
     }
 
     /// Returns a reservation of `bytes`.

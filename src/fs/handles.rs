@@ -123,7 +123,14 @@ impl Core {
         // storing more than it reserved is then found by the next check
         // with room to make (`Core::check_writers`). When the budget is
         // that tight, the daemon path keeps every byte exact.
-        (self.accounts.headroom() >= bytes).then_some(room)
+        let (headroom, reserved) = self.accounts.headroom();
+        // And only while BACKING's own filesystem has room for every
+        // reservation held (this one included) and this one again: it may
+        // be fuller than the budget (smaller than max_size, or holding other
+        // data), and a passthrough write meeting its ENOSPC fails in the
+        // client, where the daemon's WRITE evicts and writes the rest.
+        let free = sys::fstatvfs(self.root().fd()).map_or(0, |v| v.f_bavail.saturating_mul(v.f_frsize));
+        (headroom >= bytes && free >= reserved.saturating_add(bytes)).then_some(room)
     }
 
     /// Plans the I/O mode of the fresh handle `fh` opened with `flags`
