@@ -300,3 +300,42 @@ fn test_items_are_skipped_and_the_rest_of_the_file_is_read() {
     assert_eq!(uses(&kept), vec!["fs".to_string(), "workers".to_string()], "{kept}");
     assert!(kept.contains("    m: u8,") && kept.contains("    g("), "{kept}");
 }
+
+/// Files that may hold the raw ledger lock (`Accounts::lock`) across
+/// several steps, and why; everywhere else an `Accounts` event method is
+/// the one door (test code aside).
+const RAW_LEDGER_LOCK: &[(&str, &str)] = &[
+    ("fs/control.rs", "the status snapshot"),
+    ("fs/statfs.rs", "the df figures, one consistent reading"),
+    ("fs/evict.rs", "victim choice and the verified removal's begin/finish/abort"),
+    ("fs/mod.rs", "reserve, whose wait for a RELEASE gives the lock up"),
+    ("fs/shared/journal.rs", "applying the peers' removals"),
+    ("workers/reconcile.rs", "the reconcile steps over one walk"),
+    ("workers/scan.rs", "the start-up index's batches"),
+];
+
+#[test]
+fn the_raw_ledger_lock_stays_behind_its_door() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut outside = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).expect("under src").to_string_lossy().to_string();
+        if rel.ends_with("_tests.rs") || rel == "testing.rs" || RAW_LEDGER_LOCK.iter().any(|(p, _)| *p == rel) {
+            continue;
+        }
+        let text = without_test_items(&std::fs::read_to_string(f).expect("source is UTF-8"));
+        for (n, line) in text.lines().enumerate() {
+            let code = code_of(line);
+            if code.contains("accounts.lock()") || code.contains("accounts().lock()") {
+                outside.push(format!("{rel}:{}", n + 1));
+            }
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "the raw ledger lock outside its allowed files (add an Accounts event instead):\n{}",
+        outside.join("\n")
+    );
+}

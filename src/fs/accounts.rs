@@ -131,8 +131,10 @@ impl Accounts {
         self.acquired.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The ledger, for multi-step protocols (eviction, the start-up index,
-    /// reconcile) and status. Hold it briefly and never across a syscall.
+    /// The raw ledger, for the multi-step protocols and the status snapshot
+    /// only: the files allowed to take it are listed, with why, in
+    /// `crate::layout_tests` (`RAW_LEDGER_LOCK`); everything else goes
+    /// through an event method. Hold it briefly and never across a syscall.
     pub fn lock(&self) -> MutexGuard<'_, Ledger> {
         self.guard()
     }
@@ -338,6 +340,133 @@ impl Accounts {
             l.set_size(key, size);
         }
         stamps
+    }
+
+    /// The path relative to BACKING the ledger knows for `key`.
+    pub fn path_of(&self, key: FileKey) -> Option<PathBuf> {
+        self.guard().get(&key).and_then(|e| e.path.as_deref().map(PathBuf::from))
+    }
+
+    /// Whether the ledger has an entry for `key`.
+    pub fn knows(&self, key: FileKey) -> bool {
+        self.guard().get(&key).is_some()
+    }
+
+    /// Files a CREATE made directly in the directory `key` (flat-store
+    /// detection, see `super::reap`).
+    pub fn files_made_in_dir(&self, key: FileKey) -> u8 {
+        self.guard().get(&key).map_or(0, |e| e.files_made)
+    }
+
+    /// An object just made through the mount (MKDIR, MKNOD, SYMLINK): this
+    /// node's own, in a shared tier.
+    pub fn made(&self, key: FileKey) {
+        self.guard().fresh(key);
+    }
+
+    /// A directory the daemon made itself (recreating a removed path,
+    /// `super::recreate`), of `size` allocated bytes, at `now`.
+    pub fn made_dir(&self, key: FileKey, size: u64, now: u32) {
+        let mut l = self.guard();
+        l.fresh(key);
+        l.upsert(key, size, false, None, now);
+        l.set_kind(key, Kind::Dir);
+    }
+
+    /// The path of a created file whose parent the ledger had no path for
+    /// (see [`After::unnamed`]).
+    pub fn named(&self, key: FileKey, size: u64, block: bool, path: PathBuf, now: u32) {
+        self.guard().upsert(key, size, block, Some(path), now);
+    }
+
+    /// LINK of `key` (`size` allocated bytes) to a block-file name at
+    /// `path`: a block keeps the name eviction knows (a second link removed
+    /// later must not leave it nameless); a file that becomes a block by
+    /// this link (vLLM's link(tmp, dest)) takes the new name. The block is
+    /// used at `now`; returns the stamp due.
+    pub fn linked_block(
+        &self,
+        key: FileKey,
+        size: u64,
+        path: Option<PathBuf>,
+        now: u32,
+        interval: u32,
+    ) -> Option<PathBuf> {
+        let mut l = self.guard();
+        let named_block = l.get(&key).is_some_and(|e| e.block && e.path.is_some());
+        l.upsert(key, size, true, if named_block { None } else { path }, now);
+        l.touch(key, now, interval)
+    }
+
+    /// A removal took away `gone` (UNLINK, RMDIR, a replaced RENAME target).
+    pub fn name_gone(&self, gone: NameGone) {
+        match gone {
+            NameGone::Unlinked(key) => self.guard().mark_unlinked(key),
+            NameGone::Name(key, path) => self.guard().name_removed(key, &path),
+        }
+    }
+
+    /// A directory removed through the mount (RMDIR) leaves the ledger.
+    pub fn dir_removed(&self, key: FileKey) {
+        self.guard().remove(key);
+    }
+
+    /// A directory removed behind the daemon and recreated elsewhere no
+    /// longer counts.
+    pub fn dir_dropped(&self, key: FileKey) {
+        self.guard().drop_unused(key);
+    }
+
+    /// Shared tier: `keys` now carry the mtime `ns` (stamped, or written by
+    /// this node), which eviction then knows for this node's own.
+    pub fn know_mtimes(&self, keys: &[FileKey], ns: i64) {
+        let mut l = self.guard();
+        keys.iter().for_each(|k| l.know_mtime(*k, ns));
+    }
+
+    /// The start-up index is complete: usage is exact from now on.
+    pub fn indexed(&self) {
+        self.guard().indexed();
+    }
+
+    /// Block files used since their last mtime stamp, least recently used
+    /// first: (key, path, seconds of the use).
+    pub fn unstamped_uses(&self) -> Vec<(FileKey, PathBuf, u32)> {
+        self.guard().unstamped_uses()
+    }
+
+    /// The paths of the `n` most recently used block files.
+    pub fn recent_block_paths(&self, n: usize) -> Vec<PathBuf> {
+        self.guard().recent_block_paths(n)
+    }
+
+    /// Whether the ledger counts block files under any of the top entries
+    /// `names` of BACKING.
+    pub fn counts_blocks_under(&self, names: &std::collections::HashSet<std::ffi::OsString>) -> bool {
+        self.guard().counts_blocks_under(names)
+    }
+
+    /// Usage (bytes) and the ledger's counts, for a log line.
+    pub fn usage_and_counts(&self) -> (u64, crate::ledger::LedgerCounts) {
+        let l = self.guard();
+        (l.usage(), l.counts())
+    }
+
+    /// The ledger's counts (objects, block files, open handles …).
+    pub fn counts(&self) -> crate::ledger::LedgerCounts {
+        self.guard().counts()
+    }
+
+    /// Bytes of usage not evictable now (non-block, open or linked twice),
+    /// reservations included.
+    pub fn unevictable_bytes(&self) -> u64 {
+        let l = self.guard();
+        l.committed().saturating_sub(l.evictable_bytes())
+    }
+
+    /// Bytes of non-block files (a walk of the index: O(entries)).
+    pub fn nonblock_bytes(&self) -> u64 {
+        self.guard().nonblock_bytes()
     }
 
     /// RELEASE: unpins `key` and signals writes waiting for room. Returns

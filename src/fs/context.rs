@@ -65,7 +65,7 @@ impl Core {
             return None;
         }
         let max = self.policy().max_size;
-        let c = self.accounts.lock().counts();
+        let c = self.accounts.counts();
         // ENOSPC from BACKING's own filesystem (smaller than max_size, or
         // shared with other data) is not the budget's doing: say which.
         let room = max.saturating_sub(c.usage + c.reserved);
@@ -96,7 +96,7 @@ impl Core {
             return Some(PathBuf::from("."));
         }
         let i = self.inodes.get(ino.0)?;
-        let known = self.accounts.lock().get(&i.key).and_then(|e| e.path.as_deref().map(Path::to_path_buf));
+        let known = self.accounts.path_of(i.key);
         known.or_else(|| self.fd_rel_path(i.fd()))
     }
 

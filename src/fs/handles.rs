@@ -229,7 +229,7 @@ impl Core {
             // Every write through this handle (daemon or kernel passthrough)
             // is done: now bounds the mtime they gave the file, so eviction
             // does not take this node's own writes for another node's use.
-            self.accounts.lock().know_mtime(key, super::unix_ns());
+            self.accounts.know_mtimes(&[key], super::unix_ns());
         }
         let backing = mode.and_then(|m| self.io.release(ino, m));
         if self.accounts.released(key) {

@@ -214,8 +214,7 @@ impl Core {
     pub fn stamped(&self, keys: &[FileKey], mtime_ns: i64) {
         Stats::add(&self.stats.stamps, keys.len() as u64);
         if self.shared.is_some() && !keys.is_empty() {
-            let mut l = self.accounts.lock();
-            keys.iter().for_each(|k| l.know_mtime(*k, mtime_ns));
+            self.accounts.know_mtimes(keys, mtime_ns);
         }
         keys.iter().filter_map(|k| self.inodes.ino_of(k)).for_each(|ino| {
             self.inval.push_attrs(ino);
@@ -253,7 +252,7 @@ impl Core {
         if dir.ino == inode::ROOT_INO {
             return Some(PathBuf::from(name));
         }
-        let known = self.accounts.lock().get(&dir.key).and_then(|e| e.path.as_deref().map(|p| p.join(name)));
+        let known = self.accounts.path_of(dir.key).map(|p| p.join(name));
         known.or_else(|| {
             let abs = sys::fd_path(dir.fd())?;
             let rel = abs.strip_prefix(&self.root_path).ok()?;
@@ -279,7 +278,7 @@ impl Core {
     /// (`crate::workers::stamp::flush_unstamped`).
     pub fn unstamped_uses(&self) -> Vec<(FileKey, PathBuf, u32)> {
         let now = self.now();
-        let uses = self.accounts.lock().unstamped_uses();
+        let uses = self.accounts.unstamped_uses();
         uses.into_iter().map(|(k, p, t)| (k, p, now.saturating_sub(t))).collect()
     }
 
@@ -312,7 +311,7 @@ impl Core {
     /// Marks the start-up index complete with its `report`: usage is exact,
     /// waiting writes and the evictor go on.
     pub fn index_done(&self, report: ScanReport) {
-        self.accounts.lock().indexed();
+        self.accounts.indexed();
         *self.index.0.lock() = Some(report);
         self.index.1.notify_all();
         self.wake_evictor();
@@ -420,7 +419,7 @@ impl Core {
     fn publish(&self, parent: &Inode, name: &OsStr, fd: OwnedFd, st: &libc::stat, touch: bool) -> FileAttr {
         let key = key_of(st);
         let fmt = st.st_mode & libc::S_IFMT;
-        let known = self.accounts.lock().get(&key).is_some();
+        let known = self.accounts.knows(key);
         if !known {
             let block = fmt == libc::S_IFREG && self.is_block_name(name);
             let path = self.rel_path(parent, name);

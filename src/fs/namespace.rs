@@ -109,7 +109,7 @@ impl Core {
         if after.unnamed {
             // A parent the ledger has no path for (rare): ask the kernel.
             if let Some(path) = self.rel_path(&p, name) {
-                self.accounts.lock().upsert(key, sys::allocated(&st), block, Some(path), self.now());
+                self.accounts.named(key, sys::allocated(&st), block, path, self.now());
             }
         }
         let inode = self.inodes.insert(path_fd, key, libc::S_IFREG);
@@ -128,7 +128,7 @@ impl Core {
         let c = sys::cname(name)?;
         let fd = sys::open_path(p.fd(), &c)?;
         let st = sys::fstat(fd.as_fd())?;
-        self.accounts.lock().fresh(key_of(&st));
+        self.accounts.made(key_of(&st));
         self.refresh_dir(p);
         Ok(self.publish(p, name, fd, &st, false))
     }
@@ -184,13 +184,9 @@ impl Core {
         let st = sys::fstat(i.fd())?;
         let block = self.is_block_name(newname);
         if block {
-            // A block keeps the name eviction knows (a second link removed
-            // later must not leave it nameless); a file that becomes a block
-            // by this link (vLLM's link(tmp, dest)) takes the new name.
-            let named_block = self.accounts.lock().get(&i.key).is_some_and(|e| e.block && e.path.is_some());
-            let path = if named_block { None } else { self.rel_path(&np, newname) };
-            self.accounts.lock().upsert(i.key, sys::allocated(&st), true, path, self.now());
-            self.touch(i.key);
+            let path = self.rel_path(&np, newname);
+            let stamp = self.accounts.linked_block(i.key, sys::allocated(&st), path, self.now(), self.stamp_secs);
+            self.stamp_due(i.key, stamp);
         }
         self.refresh_dir(&np);
         let fd = sys::reopen(i.fd(), libc::O_PATH)?;
@@ -221,7 +217,7 @@ impl Core {
         let st = sys::fstatat(p.fd(), &c)?;
         self.note_removal(&p, name);
         sys::unlinkat(p.fd(), &c, libc::AT_REMOVEDIR)?;
-        self.accounts.lock().remove(key_of(&st));
+        self.accounts.dir_removed(key_of(&st));
         self.refresh_dir(&p);
         Ok(())
     }
@@ -236,10 +232,8 @@ impl Core {
 
     /// The ledger side of removing the name `path` of the object `st`.
     fn forget_name(&self, st: &libc::stat, path: Option<&Path>) {
-        match name_gone(st, path) {
-            Some(NameGone::Unlinked(key)) => self.accounts.lock().mark_unlinked(key),
-            Some(NameGone::Name(key, p)) => self.accounts.lock().name_removed(key, &p),
-            None => {}
+        if let Some(gone) = name_gone(st, path) {
+            self.accounts.name_gone(gone);
         }
     }
 

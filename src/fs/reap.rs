@@ -171,7 +171,7 @@ impl Core {
                     return Err(Kept::Replaced);
                 }
                 let dkey = key_of(st);
-                if self.accounts.lock().get(&dkey).is_some_and(|e| e.files_made >= FLAT_STORE_FILES) {
+                if self.accounts.files_made_in_dir(dkey) >= FLAT_STORE_FILES {
                     return Err(Kept::Replaced);
                 }
                 if !unmounted && self.inodes.ino_of(&dkey).is_some() {

@@ -28,7 +28,6 @@ use fuser::Errno;
 
 use super::inode::Inode;
 use super::{Caller, Core, OpResult, key_of, sys};
-use crate::ledger::Kind;
 
 impl Core {
     /// If the directory `p` was removed from BACKING behind the daemon (its
@@ -72,12 +71,7 @@ impl Core {
                 self.chown_new(next.as_fd(), owner);
                 let nst = sys::fstat(next.as_fd())?;
                 let key = key_of(&nst);
-                {
-                    let mut l = self.accounts.lock();
-                    l.fresh(key);
-                    l.upsert(key, sys::allocated(&nst), false, None, self.now());
-                    l.set_kind(key, Kind::Dir);
-                }
+                self.accounts.made_dir(key, sys::allocated(&nst), self.now());
                 self.refresh_size(dkey, cur.as_fd());
                 first_made.get_or_insert((dkey, name.to_os_string()));
             }
@@ -90,7 +84,7 @@ impl Core {
             return Err(Errno::EAGAIN);
         }
         // The removed directory no longer counts (du does not see it).
-        self.accounts.lock().drop_unused(p.key);
+        self.accounts.dir_dropped(p.key);
         let new = self.inodes.rebind(p.ino, cur, key).ok_or(Errno::ENOENT)?;
         if let Some((dkey, name)) = first_made {
             if let Some(pino) = self.inodes.ino_of(&dkey) {

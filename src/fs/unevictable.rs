@@ -87,13 +87,10 @@ impl Unevictable {
     /// carries the live amount (as of the last recount).
     pub fn over_high(&self, core: &Core) -> bool {
         let high = core.policy().high_bytes();
-        let unevictable = {
-            let l = core.accounts().lock();
-            l.committed().saturating_sub(l.evictable_bytes())
-        };
+        let unevictable = core.accounts().unevictable_bytes();
         let due = self.state.lock().counted.is_none_or(|t| t.elapsed() >= RECOUNT_EVERY);
         if unevictable > high && due {
-            let n = core.accounts().lock().nonblock_bytes();
+            let n = core.accounts().nonblock_bytes();
             let mut s = self.state.lock();
             s.nonblock = n;
             s.counted = Some(Instant::now());

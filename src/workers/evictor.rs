@@ -39,10 +39,7 @@ impl SweepLog {
         if sweeps == 0 || self.last.is_some_and(|t| t.elapsed() < SWEEP_LOG_INTERVAL) {
             return;
         }
-        let (usage, c) = {
-            let l = core.accounts().lock();
-            (l.usage(), l.counts())
-        };
+        let (usage, c) = core.accounts().usage_and_counts();
         let what = if sweeps == 1 { "eviction sweep:".to_string() } else { format!("eviction, {sweeps} sweeps:") };
         log::info!(
             "{what} {files} files, {bytes} bytes in {:.3}s; skipped {open} opened meanwhile, {other} for other \

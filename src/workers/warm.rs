@@ -48,7 +48,7 @@ pub fn run(core: Arc<Core>, mountpoint: &Path, count: usize, stop: impl Fn() -> 
             return 0;
         }
     }
-    let paths = core.accounts().lock().recent_block_paths(count);
+    let paths = core.accounts().recent_block_paths(count);
     if paths.is_empty() {
         return 0;
     }

@@ -85,7 +85,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         // unlinked top entries) are no news: only names removed more often
         // than it removed them itself are (fs/own_removals.rs).
         let foreign: HashSet<OsString> = core.own_removals().foreign(std::mem::take(&mut names)).into_iter().collect();
-        let stale = overflow || core.accounts().lock().counts_blocks_under(&foreign);
+        let stale = overflow || core.accounts().counts_blocks_under(&foreign);
         if stale {
             log::debug!("watch: {} top entries of BACKING removed behind the daemon: reconcile now", foreign.len());
             core.reconcile_waker().request_now();
