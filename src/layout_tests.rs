@@ -307,7 +307,6 @@ fn test_items_are_skipped_and_the_rest_of_the_file_is_read() {
 const RAW_LEDGER_LOCK: &[(&str, &str)] = &[
     ("fs/control.rs", "the status snapshot"),
     ("fs/statfs.rs", "the df figures, one consistent reading"),
-    ("fs/evict.rs", "victim choice and the verified removal's begin/finish/abort"),
     ("fs/mod.rs", "reserve, whose wait for a RELEASE gives the lock up"),
     ("fs/shared/journal.rs", "applying the peers' removals"),
     ("workers/reconcile.rs", "the reconcile steps over one walk"),

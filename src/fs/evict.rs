@@ -21,7 +21,7 @@
 //!    `LOCK_SH`: then skip it, made most recent; see `fs::shared`);
 //!    `unlinkat`, then truncate to 0 through the fd (the kernel may still hold
 //!    an fd-backed inode; a daemon killed between the two leaves nothing
-//!    under the name), ledger `finish_evict`; emptied directories are queued for removal;
+//!    under the name), ledger `finish_removal`; emptied directories are queued for removal;
 //! 6. release the stripe, queue the kernel invalidation of the name.
 //!
 //! Steps 2–6 are [`Core::remove_verified`], the one removal protocol, which
@@ -69,12 +69,7 @@ impl Core {
         // a newer stamp, so this ends.
         let mut tried = std::collections::HashMap::new();
         while freed < bytes {
-            let (key, path, known) = {
-                let mut l = self.accounts.lock();
-                let Some((key, path)) = l.take_victim() else { break };
-                let known = l.known_mtime(key);
-                (key, path, known)
-            };
+            let Some((key, path, known)) = self.accounts.choose_victim() else { break };
             if tried.insert(key, known) == Some(known) {
                 self.touch(key);
                 break;
@@ -114,13 +109,13 @@ impl Core {
                 None => Ok((key, Removal::Block)),
             },
             Ok(st) if key_of(st) == key => {
-                self.accounts.lock().park(key);
+                self.accounts.park(key);
                 Err(Kept::Linked)
             }
             Ok(_) => Err(self.vanished(key, rel)),
             Err(e) if vanished_errno(e) => Err(self.vanished(key, rel)),
             Err(_) => {
-                self.accounts.lock().park(key);
+                self.accounts.park(key);
                 Err(Kept::Unreadable)
             }
         };
@@ -146,13 +141,13 @@ impl Core {
             Err(Kept::Vanished { freed, ticket }) => (freed > 0).then_some((freed, ticket)),
             Err(Kept::Moved) => None,
             Err(Kept::NoParent) => {
-                self.accounts.lock().forget_path(key);
+                self.accounts.forget_path(key);
                 skip("directory unreadable, or not beneath BACKING")
             }
             Err(Kept::Reranked(mtime)) => {
                 // One LRU across nodes: another node used it after every use
                 // this node knew. Placed at that use, not evicted.
-                self.accounts.lock().rerank_at(key, mtime);
+                self.accounts.rerank_at(key, mtime);
                 Stats::add(&self.stats.evict_reranked, 1);
                 skip("used on another node since this node last knew its mtime")
             }
@@ -188,8 +183,8 @@ impl Core {
     /// ENOENT); for a block in shared mode, the opened file must still be the
     /// chosen one and take `LOCK_EX | LOCK_NB` (see `fs::shared`); truncate a
     /// `unlinkat` (`AT_REMOVEDIR` for a directory), truncate a file to 0
-    /// through the fd (the kernel may still hold an fd-backed inode), ledger `finish_evict` or
-    /// `abort_evict`; releases the stripe and queues the kernel invalidation
+    /// through the fd (the kernel may still hold an fd-backed inode), ledger `finish_removal` or
+    /// `abort_removal`; releases the stripe and queues the kernel invalidation
     /// of the name (also when `check` found the name [`Kept::Vanished`]).
     /// Errors: [`Kept`], why nothing was removed.
     pub(crate) fn remove_verified(
@@ -216,7 +211,7 @@ impl Core {
         // on answers ENOENT only once this name's invalidation is sent.
         let place = self.inval.reserve();
         // An emptied directory is removed even if the ledger does not know it.
-        if !self.accounts.lock().begin_removal(key, what) && what != Removal::Dir {
+        if !self.accounts.begin_removal(key, what) && what != Removal::Dir {
             return Err(Kept::Busy);
         }
         let (flags, victim) = if what == Removal::Dir {
@@ -233,10 +228,10 @@ impl Core {
                 Some(Ok(fd))
                     if sys::fstat(fd.as_fd()).is_ok_and(|st| key_of(&st) == key) && self.lock_victim(fd.as_fd()) => {}
                 Some(Err(e)) if *e == Errno::ENOENT => {
-                    return Err(Kept::AlreadyGone(self.accounts.lock().finish_evict(key)));
+                    return Err(Kept::AlreadyGone(self.accounts.finish_removal(key)));
                 }
                 _ => {
-                    self.accounts.lock().abort_evict(key);
+                    self.accounts.abort_removal(key);
                     return Err(Kept::HeldElsewhere);
                 }
             }
@@ -256,13 +251,13 @@ impl Core {
                     let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(fd), 0);
                     crash_point();
                 }
-                self.accounts.lock().finish_evict(key)
+                self.accounts.finish_removal(key)
             }
             Err(e) if e == Errno::ENOENT && what != Removal::Dir => {
-                return Err(Kept::AlreadyGone(self.accounts.lock().finish_evict(key)));
+                return Err(Kept::AlreadyGone(self.accounts.finish_removal(key)));
             }
             Err(e) => {
-                self.accounts.lock().abort_evict(key);
+                self.accounts.abort_removal(key);
                 return Err(Kept::Failed(e));
             }
         };
@@ -287,7 +282,7 @@ impl Core {
             return None;
         }
         let mtime = st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec);
-        let known = self.accounts.lock().known_mtime(key);
+        let known = self.accounts.known_mtime(key);
         known.is_none_or(|k| mtime > k).then_some(mtime)
     }
 
@@ -334,18 +329,12 @@ impl Core {
             .is_some_and(|i| sys::fstat(i.fd()).is_ok_and(|st| st.st_nlink > 0));
         if linked_elsewhere {
             log::debug!("eviction skipped {}: moved behind the daemon", rel.display());
-            self.accounts.lock().forget_path(key);
+            self.accounts.forget_path(key);
             return Kept::Moved;
         }
-        let freed = {
-            let mut l = self.accounts.lock();
-            // Only an entry still naming `rel` (a rename through the mount
-            // after the choice gave it another name, under another stripe).
-            if l.get(&key).and_then(|e| e.path.as_deref()) != Some(rel) {
-                return Kept::Moved;
-            }
-            l.drop_unused(key)
-        };
+        // Only an entry still naming `rel` (a rename through the mount
+        // after the choice gave it another name, under another stripe).
+        let Some(freed) = self.accounts.vanished(key, rel) else { return Kept::Moved };
         // An index entry corrected, as a reconcile pass would have.
         Stats::add(&self.stats.reconcile_fixes, 1);
         log::debug!("eviction found {} gone behind the daemon: {freed} bytes stop counting", rel.display());

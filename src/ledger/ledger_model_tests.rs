@@ -143,7 +143,7 @@ fn apply(l: &mut Ledger, m: &mut BTreeMap<u64, M>, reserved: &mut u64, ev: Event
             assert_eq!(p, path(k));
             if evict {
                 assert!(l.begin_removal(victim, Removal::Block));
-                assert_eq!(l.finish_evict(victim), x.size);
+                assert_eq!(l.finish_removal(victim), x.size);
                 m.remove(&k);
             } else {
                 l.park(victim);

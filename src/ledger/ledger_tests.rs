@@ -102,7 +102,7 @@ fn open_after_evict_check_gets_gone() {
     let (key, _) = l.take_victim().unwrap();
     assert!(l.begin_removal(key, Removal::Block));
     assert_eq!(l.pin(key), Err(Gone));
-    assert_eq!(l.finish_evict(key), 10);
+    assert_eq!(l.finish_removal(key), 10);
     assert_eq!(l.usage(), 0);
     // After the unlink the key is unknown: a late open gets a placeholder that
     // the caller removes when it finds the file has no link left.
@@ -160,7 +160,7 @@ fn failed_unlink_parks_instead_of_wedging() {
     block(&mut l, 2, 10);
     let (key, _) = l.take_victim().unwrap();
     assert!(l.begin_removal(key, Removal::Block));
-    l.abort_evict(key);
+    l.abort_removal(key);
     assert_eq!(victims(&mut l), vec![2]);
     assert_eq!(l.usage(), 20);
 }
@@ -199,7 +199,7 @@ fn evictable_bytes_follow_the_lru() {
     let (key, _) = l.take_victim().unwrap();
     assert_eq!(l.evictable_bytes(), 10);
     assert!(l.begin_removal(key, Removal::Block));
-    l.finish_evict(key);
+    l.finish_removal(key);
     l.remove(k(1));
     assert_eq!(l.evictable_bytes(), 0);
 }
@@ -259,14 +259,14 @@ fn a_new_object_reusing_an_evicted_inode_number_is_kept() {
     // unlinked; the filesystem gives inode 1 to a directory made elsewhere
     l.fresh(k(1));
     l.upsert(k(1), 4, false, None, 0);
-    assert_eq!(l.finish_evict(key), 0, "the late finish must not drop the new object");
+    assert_eq!(l.finish_removal(key), 0, "the late finish must not drop the new object");
     assert_eq!(l.usage(), 4);
     assert!(l.get(&k(1)).is_some());
     // the same for an emptied directory the reaper removes
     l.begin_removal(k(1), Removal::Dir);
     l.fresh(k(1));
     l.upsert(k(1), 8, true, Some(PathBuf::from("d/1.bin")), 0);
-    l.finish_evict(k(1));
+    l.finish_removal(k(1));
     assert_eq!(l.usage(), 8);
     assert_eq!(l.pin(k(1)), Ok(false), "an open of the new file is not refused as Gone");
 }
@@ -363,12 +363,12 @@ fn begin_remove_refuses_an_open_file_and_guards_an_unknown_one() {
     l.unpin(k(1));
     assert!(l.begin_removal(k(1), Removal::Stale { size: 10 }));
     assert_eq!(l.pin(k(1)), Err(Gone), "an open racing the removal answers ENOENT");
-    assert_eq!(l.finish_evict(k(1)), 10);
+    assert_eq!(l.finish_removal(k(1)), 10);
     // unknown to the ledger: indexed, then guarded the same way
     assert!(l.begin_removal(k(2), Removal::Stale { size: 30 }));
     assert_eq!(l.usage(), 30);
     assert_eq!(l.pin(k(2)), Err(Gone));
-    l.abort_evict(k(2));
+    l.abort_removal(k(2));
     assert_eq!(l.usage(), 30, "a failed removal keeps the file counted");
     assert_eq!(l.pin(k(2)), Ok(false));
 }

@@ -531,7 +531,7 @@ impl Ledger {
     /// it is live with no open handle and, for [`Removal::Block`], still a
     /// block. A stale temporary unknown to the ledger is first indexed with
     /// its size. Called with the object's directory stripe held and its name
-    /// verified; finish with [`Ledger::finish_evict`] or [`Ledger::abort_evict`].
+    /// verified; finish with [`Ledger::finish_removal`] or [`Ledger::abort_removal`].
     pub fn begin_removal(&mut self, key: FileKey, what: Removal) -> bool {
         if let Removal::Stale { size } = what {
             if !self.entries.contains_key(&key) {
@@ -551,7 +551,7 @@ impl Ledger {
     /// The unlink is done: drop the entry and return the bytes freed. An
     /// entry that is no longer `Evicting` belongs to a new object that was
     /// given the freed inode number meanwhile (see [`Ledger::fresh`]): it stays.
-    pub fn finish_evict(&mut self, key: FileKey) -> u64 {
+    pub fn finish_removal(&mut self, key: FileKey) -> u64 {
         match self.entries.get(&key) {
             Some(e) if e.state == State::Evicting => self.remove(key).map_or(0, |e| e.size),
             _ => 0,
@@ -567,7 +567,7 @@ impl Ledger {
     }
 
     /// The unlink failed: the file stays, parked (it is not chosen again until touched).
-    pub fn abort_evict(&mut self, key: FileKey) {
+    pub fn abort_removal(&mut self, key: FileKey) {
         if let Some(e) = self.entries.get_mut(&key) {
             e.state = State::Live;
             e.parked = true;
