@@ -324,6 +324,12 @@ pub fn fstatvfs(fd: BorrowedFd<'_>) -> SysResult<libc::statvfs> {
     Ok(unsafe { st.assume_init() })
 }
 
+/// Bytes an unprivileged write can still get on the filesystem `v`
+/// describes: `f_bavail × f_frsize` (df's Avail).
+pub fn avail_bytes(v: &libc::statvfs) -> u64 {
+    (v.f_bavail as u64).saturating_mul((v.f_frsize as u64).max(1))
+}
+
 /// One directory entry from [`getdents`].
 pub struct DirEnt {
     /// Backing inode number.

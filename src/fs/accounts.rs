@@ -63,6 +63,15 @@ pub enum NameGone {
     Name(FileKey, PathBuf),
 }
 
+impl NameGone {
+    fn apply(self, l: &mut Ledger) {
+        match self {
+            NameGone::Unlinked(key) => l.mark_unlinked(key),
+            NameGone::Name(key, path) => l.name_removed(key, &path),
+        }
+    }
+}
+
 /// An object a RENAME moved, for [`Accounts::renamed`].
 #[derive(Debug)]
 pub struct Moved {
@@ -320,10 +329,7 @@ impl Accounts {
     pub fn renamed(&self, r: Renamed, now: u32, interval: u32) -> Vec<(FileKey, PathBuf)> {
         let mut l = self.guard();
         if let Some(g) = r.replaced {
-            match g {
-                NameGone::Unlinked(key) => l.mark_unlinked(key),
-                NameGone::Name(key, path) => l.name_removed(key, &path),
-            }
+            g.apply(&mut l);
         }
         let mut stamps = Vec::new();
         for m in r.moved {
@@ -400,10 +406,7 @@ impl Accounts {
 
     /// A removal took away `gone` (UNLINK, RMDIR, a replaced RENAME target).
     pub fn name_gone(&self, gone: NameGone) {
-        match gone {
-            NameGone::Unlinked(key) => self.guard().mark_unlinked(key),
-            NameGone::Name(key, path) => self.guard().name_removed(key, &path),
-        }
+        gone.apply(&mut self.guard());
     }
 
     /// A directory removed through the mount (RMDIR) leaves the ledger.

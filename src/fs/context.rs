@@ -70,7 +70,7 @@ impl Core {
         // shared with other data) is not the budget's doing: say which.
         let room = max.saturating_sub(c.usage + c.reserved);
         if let Ok(v) = sys::fstatvfs(self.root().fd()) {
-            let free = (v.f_bavail as u64).saturating_mul(v.f_frsize as u64);
+            let free = sys::avail_bytes(&v);
             if room >= 1 << 20 && free < 1 << 20 {
                 return Some(format!(
                     "BACKING's filesystem is full ({} free) while the budget {} still has {} of room: free \

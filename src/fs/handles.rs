@@ -5,7 +5,7 @@
 //! hands the result to [`Core::backing_made`]. RELEASE is one call,
 //! [`Core::release`], which returns the backing id to drop after the reply.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -17,7 +17,6 @@ use super::{Core, OpResult, Reservation};
 use crate::key::FileKey;
 use crate::stats::Stats;
 use crate::sys;
-use std::os::fd::AsFd;
 
 /// An open file handle: the backing fd and the object it belongs to.
 pub struct Handle {
@@ -129,7 +128,7 @@ impl Core {
         // be fuller than the budget (smaller than max_size, or holding other
         // data), and a passthrough write meeting its ENOSPC fails in the
         // client, where the daemon's WRITE evicts and writes the rest.
-        let free = sys::fstatvfs(self.root().fd()).map_or(0, |v| v.f_bavail.saturating_mul(v.f_frsize));
+        let free = sys::fstatvfs(self.root().fd()).map_or(0, |v| sys::avail_bytes(&v));
         (headroom >= bytes && free >= reserved.saturating_add(bytes)).then_some(room)
     }
 

@@ -65,7 +65,8 @@ impl Core {
         let c = sys::cname(name)?;
         let room = self.reserve(ENTRY_RESERVE, false)?;
         // Reserved before the directory lock: a passthrough writer's room.
-        let candidate = self.is_block_name(name) || super::unevictable::is_tmp_name(name);
+        let block = self.is_block_name(name);
+        let candidate = block || super::unevictable::is_tmp_name(name);
         let writer = self.writer_room(candidate, flags, false);
         let open_flags = super::data::backing_flags(flags) & !(libc::O_CREAT | libc::O_EXCL);
         // A directory removed behind the daemon is recreated (see recreate.rs).
@@ -88,7 +89,6 @@ impl Core {
         let st = sys::fstat(fd.as_fd())?;
         let key = key_of(&st);
         let path_fd = sys::reopen(fd.as_fd(), libc::O_PATH)?;
-        let block = self.is_block_name(name);
         if created {
             self.unevictable.written(name, block, false);
         }

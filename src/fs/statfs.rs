@@ -97,7 +97,7 @@ impl Core {
             let l = self.accounts.lock();
             (l.max_size(), l.committed(), l.evictable_bytes())
         };
-        let backing_free = (v.f_bavail as u64).saturating_mul((v.f_frsize as u64).max(1));
+        let backing_free = crate::sys::avail_bytes(v);
         Space::of(max, committed, evictable, backing_free, bsize)
     }
 }
