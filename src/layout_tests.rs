@@ -304,14 +304,8 @@ fn test_items_are_skipped_and_the_rest_of_the_file_is_read() {
 /// Files that may hold the raw ledger lock (`Accounts::lock`) across
 /// several steps, and why; everywhere else an `Accounts` event method is
 /// the one door (test code aside).
-const RAW_LEDGER_LOCK: &[(&str, &str)] = &[
-    ("fs/control.rs", "the status snapshot"),
-    ("fs/statfs.rs", "the df figures, one consistent reading"),
-    ("fs/mod.rs", "reserve, whose wait for a RELEASE gives the lock up"),
-    ("fs/shared/journal.rs", "applying the peers' removals"),
-    ("workers/reconcile.rs", "the reconcile steps over one walk"),
-    ("workers/scan.rs", "the start-up index's batches"),
-];
+const RAW_LEDGER_LOCK: &[(&str, &str)] =
+    &[("fs/control.rs", "the status snapshot"), ("fs/statfs.rs", "the df figures, one consistent reading")];
 
 #[test]
 fn the_raw_ledger_lock_stays_behind_its_door() {

@@ -50,14 +50,14 @@ use globset::GlobSet;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::key::{FileKey, key_of};
+use crate::ledger::Kind;
 use crate::ledger::policy::Policy;
-use crate::ledger::{Kind, Refused};
 use crate::notify::Invalidator;
 use crate::stats::Stats;
 use crate::status::ScanReport;
 use crate::sys;
 use crate::wake::Signal;
-use accounts::Accounts;
+use accounts::{Accounts, Attempt};
 use dirlock::DirLocks;
 pub use handles::{Handle, Opened};
 use inode::{Inode, InodeTable};
@@ -352,31 +352,21 @@ impl Core {
         let mut waited = false;
         let mut journal_read = false;
         for _ in 0..16 {
-            let (short, evictable) = {
-                let mut l = self.accounts.lock();
-                let r = match l.reserve_checked(bytes) {
-                    Err(Refused::Indexing) if !wait => l.reserve(bytes).map_err(|s| Refused::Short(s.0)),
-                    r => r,
-                };
-                match r {
-                    Ok(()) => return Ok(Reservation { core: self, bytes }),
-                    Err(Refused::Short(s))
-                        if s > l.evictable_bytes() && wait && !waited && l.counts().open_handles > 0 =>
-                    {
-                        // close(2) returns before the kernel's RELEASE reaches
-                        // us: a file just closed may still look open. Give
-                        // pending releases a moment before answering ENOSPC.
-                        waited = true;
-                        self.accounts.wait_released(&mut l, self.release_wait);
-                        continue;
-                    }
-                    Err(Refused::Short(s)) => (s, l.evictable_bytes()),
-                    Err(Refused::Indexing) => {
-                        drop(l);
-                        self.wait_indexed();
-                        continue;
-                    }
+            // close(2) returns before the kernel's RELEASE reaches us: a file
+            // just closed may still look open. The first time the room is
+            // short, pending releases get a moment before ENOSPC.
+            let release_wait = (wait && !waited).then_some(self.release_wait);
+            let (short, evictable) = match self.accounts.try_reserve(bytes, wait, release_wait) {
+                Attempt::Reserved => return Ok(Reservation { core: self, bytes }),
+                Attempt::WaitedForRelease => {
+                    waited = true;
+                    continue;
                 }
+                Attempt::Indexing => {
+                    self.wait_indexed();
+                    continue;
+                }
+                Attempt::Short { short, evictable } => (short, evictable),
             };
             // Shared tier: blocks other nodes evicted since this node last
             // read their journals are free already (see fs/shared/journal.rs). The

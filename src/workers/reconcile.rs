@@ -54,6 +54,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use fuser::Errno;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
+use crate::fs::accounts::walks::Known;
 use crate::fs::{Core, Kept};
 use crate::key::FileKey;
 use crate::key::key_of;
@@ -189,14 +190,10 @@ impl Reconciler {
 
     /// One reconcile pass over `core`'s BACKING (see the module docs).
     pub fn pass(&mut self, core: &Core) -> PassReport {
-        let mut snapshot = {
-            let l = core.accounts().lock();
-            if l.indexing() {
-                // The start-up index is still being built: it will count
-                // everything; a pass now would only race it.
-                return PassReport::default();
-            }
-            l.unused_keys()
+        // None while the start-up index is still being built: it will count
+        // everything; a pass now would only race it.
+        let Some(mut snapshot) = core.accounts().unused_keys() else {
+            return PassReport::default();
         };
         let now = SystemTime::now() + self.clock_ahead;
         let cutoff = self.stale_after.and_then(|d| now.checked_sub(d)).map(|t| {
@@ -228,7 +225,7 @@ impl Reconciler {
         for f in &w.new {
             if let Some((size, dkey)) = verify(core, f.key, &f.path) {
                 // Like the start-up index, only block files keep a path (memory).
-                if core.accounts().lock().adopt(f.key, size, f.block, f.block.then(|| f.path.clone())) {
+                if core.accounts().adopt(f.key, size, f.block, f.block.then(|| f.path.clone())) {
                     r.adopted += 1;
                     r.adopted_bytes += size;
                     if f.block {
@@ -249,22 +246,18 @@ impl Reconciler {
             // they become known ones (eviction re-ranks a victim only for a
             // newer one: `Core::stamped_elsewhere`, which also catches the
             // stamps in skipped directories).
-            core.accounts().lock().place_by_known(&w.seen);
+            core.accounts().place_by_known(&w.seen);
         } else if !placed.is_empty() {
-            core.accounts().lock().place_by_mtime(&placed, seen);
+            core.accounts().place_by_mtime(&placed, seen);
         }
         for (key, path) in &w.resize {
             let Some(size) = stat_beneath(core, *key, path) else { continue };
-            let mut l = core.accounts().lock();
-            if l.get(key).is_some_and(|e| e.size != size) {
-                l.set_size(*key, size);
+            if core.accounts().resized(*key, size) {
                 r.resized += 1;
             }
         }
         for (key, path, block) in &w.restore {
-            if stat_beneath(core, *key, path).is_some()
-                && core.accounts().lock().restore_path(*key, path.clone(), *block)
-            {
+            if stat_beneath(core, *key, path).is_some() && core.accounts().restore_path(*key, path.clone(), *block) {
                 r.restored += 1;
             }
         }
@@ -285,7 +278,7 @@ impl Reconciler {
     /// Drops `key` (not seen by the walk) if its file is really gone.
     /// Returns the bytes dropped, or None when it was kept.
     fn drop_if_gone(&self, core: &Core, key: FileKey, missed_now: &mut HashSet<FileKey>) -> Option<u64> {
-        let path = core.accounts().lock().unused_path(&key)?;
+        let path = core.accounts().unused_path(&key)?;
         let Some(rel) = path else {
             // No name to check: gone if the kernel's fd says so, or if two
             // passes in a row did not see it.
@@ -297,7 +290,7 @@ impl Reconciler {
                 missed_now.insert(key);
                 return None;
             }
-            return drop_unused_at(core, key, None);
+            return core.accounts().drop_unused_at(key, None);
         };
         // Gone: no such name (or directory), another file under the name, or
         // a symlink swapped in for a directory on the way (du no longer
@@ -307,15 +300,15 @@ impl Reconciler {
         let c = CString::new(name.as_bytes()).ok()?;
         let dir = match sys::open_beneath(core.root().fd(), dir_rel, libc::O_PATH | libc::O_DIRECTORY) {
             Ok(d) => d,
-            Err(e) if gone(e) => return drop_unused_at(core, key, Some(&rel)),
+            Err(e) if gone(e) => return core.accounts().drop_unused_at(key, Some(&rel)),
             Err(_) => return None,
         };
         let dkey = key_of(&sys::fstat(dir.as_fd()).ok()?);
         let _g = core.lock_dirs(&[dkey]);
         let dropped = match sys::fstatat(dir.as_fd(), &c) {
             Ok(st) if key_of(&st) == key => None,
-            Ok(_) => drop_unused_at(core, key, Some(&rel)),
-            Err(e) if gone(e) => drop_unused_at(core, key, Some(&rel)),
+            Ok(_) => core.accounts().drop_unused_at(key, Some(&rel)),
+            Err(e) if gone(e) => core.accounts().drop_unused_at(key, Some(&rel)),
             Err(_) => None,
         };
         if dropped.is_some() {
@@ -376,21 +369,22 @@ impl Reconciler {
 /// Classifies what the walk read (`objs`: each object's stat and path
 /// relative to BACKING) against the ledger into `w`.
 fn classify(tmp: &GlobSet, core: &Core, w: &mut Walk, cutoff: Option<i128>, objs: Vec<(libc::stat, PathBuf)>) {
-    let l = core.accounts().lock();
-    for (st, path) in objs {
+    let walked: Vec<(FileKey, u64)> = objs.iter().map(|(st, _)| (key_of(st), sys::allocated(st))).collect();
+    let known = core.accounts().compare_walked(&walked);
+    for ((st, path), known) in objs.into_iter().zip(known) {
         w.objects += 1;
-        let (key, size, mtime) = (key_of(&st), sys::allocated(&st), mtime_ns(&st));
+        let (key, mtime) = (key_of(&st), mtime_ns(&st));
         let fmt = st.st_mode & libc::S_IFMT;
         let name = path.file_name().unwrap_or_default();
         let block = fmt == libc::S_IFREG && core.is_block_name(name);
         w.seen.push((key, mtime));
-        match l.get(&key) {
-            None => w.new.push(Found { key, mtime, block, path: path.clone() }),
-            Some(e) => {
-                if e.size != size {
+        match known {
+            Known::New => w.new.push(Found { key, mtime, block, path: path.clone() }),
+            Known::Counted { resized, pathless } => {
+                if resized {
                     w.resize.push((key, path.clone()));
                 }
-                if e.path.is_none() && e.state == crate::ledger::State::Live && !path.as_os_str().is_empty() {
+                if pathless && !path.as_os_str().is_empty() {
                     w.restore.push((key, path.clone(), block));
                 }
             }
@@ -400,16 +394,6 @@ fn classify(tmp: &GlobSet, core: &Core, w: &mut Walk, cutoff: Option<i128>, objs
             w.stale.push((key, path));
         }
     }
-}
-
-/// [`Ledger::drop_unused`](crate::ledger::Ledger::drop_unused) if the
-/// entry still has the path the check was made on. Returns the bytes dropped.
-fn drop_unused_at(core: &Core, key: FileKey, rel: Option<&Path>) -> Option<u64> {
-    let mut l = core.accounts().lock();
-    if l.unused_path(&key)?.as_deref() != rel {
-        return None;
-    }
-    Some(l.drop_unused(key))
 }
 
 /// The allocated size of `rel` if it (resolved beneath BACKING, no symlink
@@ -484,11 +468,7 @@ pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
         Stats::add(&core.stats().stale_tmp_removed, r.stale_removed);
         Stats::add(&core.stats().reconcile_dirs_read, r.dirs_read);
         Stats::add(&core.stats().reconcile_dirs_skipped, r.dirs_skipped);
-        // One guard, dropped before the message: the ledger lock is not reentrant.
-        let (usage, max_size) = {
-            let l = core.accounts().lock();
-            (l.usage(), l.max_size())
-        };
+        let (usage, max_size) = core.accounts().usage_and_max();
         let msg = format!(
             "reconcile: {} objects in {:.3}s ({} directories read, {} unchanged skipped); adopted {} ({} bytes), dropped {} ({} bytes), resized {}, \
              renamed {}, stale temporaries removed {} ({} bytes), unreadable dirs {}; usage now {} of {}",

@@ -14,12 +14,13 @@
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use globset::GlobSet;
 
 use crate::fs::Core;
+use crate::fs::accounts::walks::{Indexed, record_indexed};
 use crate::key::{FileKey, key_of};
 use crate::ledger::{Kind, Ledger};
 use crate::status::ScanReport;
@@ -27,19 +28,8 @@ use crate::sys;
 
 use super::walk::walk;
 
-/// One object found: identity, allocated bytes, mtime, block-ness, and (for
-/// block files) the path relative to BACKING.
-struct Found {
-    key: FileKey,
-    size: u64,
-    mtime: (i64, i64),
-    block: bool,
-    kind: Kind,
-    path: Option<PathBuf>,
-}
-
 /// Stats `names` in `dir` (relative path `rel`) without following symlinks.
-fn stat_chunk(dir: BorrowedFd<'_>, rel: &Path, names: &[Vec<u8>], matcher: &GlobSet) -> Vec<Found> {
+fn stat_chunk(dir: BorrowedFd<'_>, rel: &Path, names: &[Vec<u8>], matcher: &GlobSet) -> Vec<Indexed> {
     let mut out = Vec::with_capacity(names.len());
     for n in names {
         let Ok(c) = CString::new(n.as_slice()) else { continue };
@@ -49,36 +39,9 @@ fn stat_chunk(dir: BorrowedFd<'_>, rel: &Path, names: &[Vec<u8>], matcher: &Glob
         let path = block.then(|| rel.join(name));
         let (key, size, mtime, kind) =
             (key_of(&st), sys::allocated(&st), (st.st_mtime, st.st_mtime_nsec), Kind::of_mode(st.st_mode));
-        out.push(Found { key, size, mtime, block, kind, path });
+        out.push(Indexed { key, size, mtime, block, kind, path });
     }
     out
-}
-
-/// Records `found` in `ledger`, counting what was new into `report` and the
-/// block files into `order` as `(mtime, key)`.
-/// Block files with an mtime at or after `stamped_after` (Unix seconds) count
-/// as stamped at mount: no stamp is due for them before one stamp interval.
-fn record(
-    ledger: &mut Ledger,
-    found: Vec<Found>,
-    stamped_after: i64,
-    report: &mut ScanReport,
-    order: &mut Vec<((i64, i64), FileKey)>,
-) {
-    for f in found {
-        if ledger.index(f.key, f.size, f.block, f.path) {
-            ledger.set_kind(f.key, f.kind);
-            if f.block && f.mtime.0 >= stamped_after {
-                ledger.mark_stamped_at_start(f.key);
-            }
-            report.objects += 1;
-            report.bytes += f.size;
-            report.blocks += u64::from(f.block);
-            if f.block {
-                order.push((f.mtime, f.key));
-            }
-        }
-    }
 }
 
 /// Sorts `order` newest first, for [`Ledger::order_indexed`].
@@ -93,7 +56,7 @@ pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanRepor
     let mut report = ScanReport::default();
     let mut order = Vec::new();
     if let Ok(st) = sys::fstat(root.as_fd()) {
-        let root_found = Found {
+        let root_found = Indexed {
             key: key_of(&st),
             size: sys::allocated(&st),
             mtime: (0, 0),
@@ -101,10 +64,10 @@ pub fn scan(root: &OwnedFd, matcher: &GlobSet, ledger: &mut Ledger) -> ScanRepor
             kind: Kind::Dir,
             path: None,
         };
-        record(ledger, vec![root_found], i64::MAX, &mut report, &mut order);
+        record_indexed(ledger, vec![root_found], i64::MAX, &mut report, &mut order);
     }
     let unreadable = walk(root.as_fd(), |c| {
-        record(ledger, stat_chunk(c.dir, c.rel, c.names, matcher), i64::MAX, &mut report, &mut order);
+        record_indexed(ledger, stat_chunk(c.dir, c.rel, c.names, matcher), i64::MAX, &mut report, &mut order);
         true
     });
     ledger.order_indexed(&newest_first(order));
@@ -128,22 +91,16 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
         let found = stat_chunk(c.dir, c.rel, c.names, core.matcher());
         // Block files found in a directory count as files made in it, so a
         // flat store holding 16 or more outlives a restart (Core::reap_empty_dirs).
-        let blocks = found.iter().filter(|f| f.block).count();
-        let mut l = core.accounts().lock();
-        l.files_made_in(c.key, blocks);
-        record(&mut l, found, stamped_after, &mut report, &mut order);
+        core.accounts().index_chunk(c.key, found, stamped_after, &mut report, &mut order);
         !stop()
     });
     if core.shared() {
         // Shared mode: what eviction compares a victim's mtime with.
-        let mut l = core.accounts().lock();
-        for ((s, ns), k) in &order {
-            l.know_mtime(*k, s.saturating_mul(1_000_000_000).saturating_add(*ns));
-        }
+        core.accounts().know_indexed_mtimes(&order);
     }
     let keys = newest_first(order);
     for chunk in keys.chunks(4096) {
-        core.accounts().lock().order_indexed(chunk);
+        core.accounts().order_indexed(chunk);
     }
     report.unreadable = unreadable;
     report.seconds = t0.elapsed().as_secs_f64();

@@ -262,15 +262,9 @@ impl Core {
             }
         };
         let Ok(st) = sys::fstat(self.root().fd()) else { return 0 };
-        let mut freed = 0;
-        let mut l = self.accounts().lock();
-        for (ino, path) in lines {
-            let key = FileKey { dev: st.st_dev, ino };
-            if l.unused_path(&key).is_some_and(|p| p.as_deref() == Some(path.as_path())) {
-                freed += l.drop_unused(key);
-            }
-        }
-        drop(l);
+        let removed: Vec<(FileKey, PathBuf)> =
+            lines.into_iter().map(|(ino, path)| (FileKey { dev: st.st_dev, ino }, path)).collect();
+        let freed = self.accounts().drop_removed_elsewhere(&removed);
         if freed > 0 {
             log::debug!("shared tier: {freed} bytes other nodes evicted stop counting");
         }

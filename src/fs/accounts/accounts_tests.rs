@@ -49,3 +49,28 @@ fn create_and_rename_below_the_root_each_take_the_ledger_lock_twice() {
     assert!(e.block, "y.bin is a block file");
     assert_eq!(e.path.as_deref(), Some(std::path::Path::new("a00/y.bin")), "its path follows the renames");
 }
+
+/// The six: the reservation tried, the victim chosen, its removal begun
+/// (under its directory's stripe, after the name was checked) and finished,
+/// the reservation again, and the write's commit.
+#[test]
+fn a_write_with_one_inline_eviction_takes_the_ledger_lock_six_times() {
+    let d = tempfile::tempdir().unwrap();
+    let block = vec![7u8; 1 << 20];
+    let c = core(d.path(), (3 << 20) + (64 << 10));
+    let dir = c.mkdir(ROOT, OsStr::new("a00"), 0o755, ME).unwrap().ino;
+    for n in ["a.bin", "b.bin", "c.bin"] {
+        let (_, o) = c.create(dir, OsStr::new(n), 0o644, libc::O_WRONLY, ME).unwrap();
+        c.write(o.fh, 0, &block, None, false).unwrap();
+        c.release(o.fh);
+    }
+    let (_, o) = c.create(dir, OsStr::new("d.bin"), 0o644, libc::O_WRONLY, ME).unwrap();
+    let evicted = c.stats().evictions.load(std::sync::atomic::Ordering::Relaxed);
+    let (write, r) = locks(&c, || c.write(o.fh, 0, &block, None, false));
+    assert_eq!(r.unwrap(), 1 << 20);
+    c.release(o.fh);
+    let evicted = c.stats().evictions.load(std::sync::atomic::Ordering::Relaxed) - evicted;
+    assert_eq!(evicted, 1, "the write evicted one block inline");
+    assert!(!d.path().join("a00/a.bin").exists(), "the least recently used block went");
+    assert!(write <= 6, "a WRITE with one inline eviction took the ledger lock {write} times");
+}

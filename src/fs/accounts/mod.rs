@@ -4,8 +4,14 @@
 //! once, so a CREATE takes it twice (reserve, [`Accounts::created`]; twice
 //! more for a passthrough writer's reservation and its headroom), an OPEN twice
 //! ([`Accounts::pin`], [`Accounts::opened`]) and a RENAME twice
-//! ([`Accounts::paths_in`], [`Accounts::renamed`]), at the root or below it
-//! (`accounts_tests.rs` counts them).
+//! ([`Accounts::paths_in`], [`Accounts::renamed`]), at the root or below it,
+//! and a WRITE that evicts one block inline six times
+//! ([`Accounts::try_reserve`], [`Accounts::choose_victim`],
+//! [`Accounts::begin_removal`], [`Accounts::finish_removal`],
+//! [`Accounts::try_reserve`] again, [`Accounts::commit_write`]);
+//! `accounts_tests.rs` counts them. The walks' events (start-up index,
+//! reconcile, other nodes' removals) are in [`walks`], one lock per batch.
+//! The raw [`Accounts::lock`] is left for the status snapshot and df.
 //!
 //! Lock order: the ledger mutex comes after the directory stripes and before
 //! the leaf locks (see `crate::fs`); it is never held across a syscall.
@@ -17,7 +23,9 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::key::FileKey;
 use crate::ledger::policy::Policy;
-use crate::ledger::{Gone, Kind, Ledger};
+use crate::ledger::{Gone, Kind, Ledger, Refused};
+
+pub mod walks;
 
 /// The ledger and its release signal. See the module docs.
 pub struct Accounts {
@@ -100,6 +108,24 @@ pub struct Renamed {
     pub dirs: Vec<(FileKey, u64)>,
 }
 
+/// How one [`Accounts::try_reserve`] went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// The bytes are reserved.
+    Reserved,
+    /// Short of room with handles open: it waited for a RELEASE; try again.
+    WaitedForRelease,
+    /// The start-up index must finish before the answer is known.
+    Indexing,
+    /// Short by `short` bytes; eviction could free `evictable` now.
+    Short {
+        /// Bytes missing below `max_size`.
+        short: u64,
+        /// Bytes of evictable block files.
+        evictable: u64,
+    },
+}
+
 /// What a recorded event asks of the caller.
 #[derive(Debug, Default)]
 pub struct After {
@@ -148,12 +174,34 @@ impl Accounts {
         self.guard()
     }
 
-    /// Waits at most `timeout` for a RELEASE, with the ledger lock `l` given
-    /// up meanwhile.
-    pub fn wait_released(&self, l: &mut MutexGuard<'_, Ledger>, timeout: Duration) {
-        #[cfg(test)]
-        self.waits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.released.wait_for(l, timeout);
+    /// One attempt to reserve `bytes` of budget (see `Core::reserve`, which
+    /// evicts and retries). `wait`: the caller may wait for the start-up
+    /// index (when it may not, the usage indexed so far is checked instead).
+    /// `release_wait`: when the room is short by more than eviction could
+    /// free while handles are open, wait at most this long for a RELEASE,
+    /// the ledger lock given up meanwhile.
+    pub fn try_reserve(&self, bytes: u64, wait: bool, release_wait: Option<Duration>) -> Attempt {
+        let mut l = self.guard();
+        let r = match l.reserve_checked(bytes) {
+            Err(Refused::Indexing) if !wait => l.reserve(bytes).map_err(|s| Refused::Short(s.0)),
+            r => r,
+        };
+        match r {
+            Ok(()) => Attempt::Reserved,
+            Err(Refused::Indexing) => Attempt::Indexing,
+            Err(Refused::Short(short)) => {
+                let evictable = l.evictable_bytes();
+                match release_wait {
+                    Some(timeout) if short > evictable && l.counts().open_handles > 0 => {
+                        #[cfg(test)]
+                        self.waits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        self.released.wait_for(&mut l, timeout);
+                        Attempt::WaitedForRelease
+                    }
+                    _ => Attempt::Short { short, evictable },
+                }
+            }
+        }
     }
 
     /// Waits for a RELEASE begun so far, counted with the ledger lock held:
