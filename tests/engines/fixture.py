@@ -84,7 +84,7 @@ def log(msg):
 def known_issue(msg):
     """Report a known core bug the replay tolerates (expected failure): one
     line starting "[name] XFAIL", which tests/run shows even when the replay
-    passes. Use only for a bug written down in the README's known limits."""
+    passes. Use only for a bug written down in docs/guarantees.md's known limits."""
     print("[%s] XFAIL (known core issue): %s" % (NAME, msg), flush=True)
 
 

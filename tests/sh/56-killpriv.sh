@@ -7,7 +7,7 @@
 # keeps the bits. chown(f, -1, -1) by a user clears them as a write does
 # (chown_common() in fs/open.c; the kernel sends the daemon a SETATTR with
 # nothing to set, as for fallocate's file_remove_privs(), so root's
-# chown(f, -1, -1) keeps them on the mount: README, Known limits).
+# chown(f, -1, -1) keeps them on the mount: docs/guarantees.md, Known limits).
 # Every case runs on a plain directory and through the mount, and must agree.
 . "$(dirname "$0")/lib.sh"
 bfs_user
@@ -85,7 +85,7 @@ log "GETXATTR requests over 20 daemon-path stores: $gx (2 are the status read)"
 assert_le "$gx" 2 "GETXATTR requests over 20 stores (the kernel asked security.capability)"
 # Block files after the first are written through kernel passthrough: no
 # WRITE reaches the daemon, and the kernel's file_remove_privs() asks
-# security.capability once per write (fs/backing-file.c; README, Known limits).
+# security.capability once per write (fs/backing-file.c; docs/guarantees.md, Known limits).
 before=$(stats_json)
 for i in $(seq 1 21); do
     [ "$(root_op writefile "$MNT/shared/block-$i.bin" 64K)" = OK ] || fail "block $i"
