@@ -4,8 +4,9 @@ STOPFILE exists (or SECONDS pass, default 120; 0: no limit), taking one
 reading after STOPFILE appears; then print
 {"samples": n, "peak": bytes, "peak_at": seconds, "last": bytes}.
 
-usage: du_sampler.py ROOT STOPFILE [INTERVAL] [--statfs | --once]
-                     [--base BYTES] [--seconds SECONDS]
+usage: du_sampler.py ROOT STOPFILE [INTERVAL] [--statfs] [--base BYTES]
+                     [--seconds SECONDS]
+       du_sampler.py ROOT --once [--statfs] [--base BYTES]
 
 A reading is what `du -s --block-size=1 ROOT` counts (measure.du_bytes), a
 walk that is not atomic: it can read high by about (write rate x walk
@@ -27,7 +28,7 @@ from measure import UsageSampler, du_bytes, used_bytes  # noqa: E402
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("root")
-    p.add_argument("stop")
+    p.add_argument("stop", nargs="?")
     p.add_argument("interval", nargs="?", type=float, default=0.05)
     p.add_argument("--statfs", action="store_true")
     p.add_argument("--once", action="store_true")
@@ -38,6 +39,8 @@ def main():
     if a.once:
         print(measure(a.root) - a.base)
         return
+    if a.stop is None:
+        p.error("STOPFILE is needed without --once")
     s = UsageSampler(lambda: measure(a.root) - a.base, a.interval)
     s.run(lambda: os.path.exists(a.stop), a.seconds or None)
     print(json.dumps({"samples": s.count, "peak": s.peak, "peak_at": s.peak_at, "last": s.last}), flush=True)
