@@ -13,7 +13,6 @@ sweeps it afterwards), TMPDIR, BFS_KEEP_ON_FAIL=1 (keep the tree on failure).
 """
 import errno
 import hashlib
-import json
 import mmap
 import os
 import shutil
@@ -27,7 +26,13 @@ import traceback
 MiB = 1 << 20
 KiB = 1 << 10
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STATS_XATTR = "user.boundfs.stats"
+HELPERS = os.path.join(REPO, "tests", "sh", "helpers")
+
+# the shared readings (tests/sh/helpers/measure.py); the helpers directory
+# leaves the path again so its other modules cannot shadow an engine's
+sys.path.insert(0, HELPERS)
+import measure  # noqa: E402
+sys.path.remove(HELPERS)
 
 
 class Failure(Exception):
@@ -230,7 +235,7 @@ class Mount:
     # -------------------------------------------------------------- measurements
     def stats(self):
         """The live status JSON (getxattr user.boundfs.stats on the mount root)."""
-        return json.loads(os.getxattr(self.mnt, STATS_XATTR))
+        return measure.status(self.mnt)
 
     def du(self):
         """Bytes BACKING occupies, as `du -s --block-size=1` counts them."""

@@ -11,8 +11,9 @@ so an unlink frees its blocks at once) made for the test. ext4's statfs
 counts delayed-allocation bytes as used, so `(f_blocks - f_bfree) * f_frsize`
 minus the empty filesystem's own is the backing tree's usage in one reading,
 never a walk that can miss a free or double-count a write. A child process
-(stdlib only, no GIL shared with the engine's threads) reads it every
-SAMPLE_INTERVAL seconds and reports the peak.
+(tests/sh/helpers/du_sampler.py --statfs, stdlib only, no GIL shared with
+the engine's threads) reads it every SAMPLE_INTERVAL seconds and reports the
+peak.
 """
 import json
 import os
@@ -23,32 +24,11 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "engines"))
 import fixture  # noqa: E402
 from fixture import MiB, Failure, check, log  # noqa: E402,F401
+from fixture import measure  # noqa: E402
 
 SAMPLE_INTERVAL = 0.002  # seconds between two statvfs readings of BACKING
 SLACK = MiB  # the README's slack for filesystem metadata
-
-_SAMPLER = r"""
-import json, os, sys, time
-root, base, interval = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-n = peak = 0
-peak_at = None
-t0 = time.monotonic()
-while True:
-    s = os.statvfs(root)
-    used = (s.f_blocks - s.f_bfree) * s.f_frsize - base
-    n += 1
-    if used > peak:
-        peak, peak_at = used, time.monotonic() - t0
-    if os.path.exists(sys.argv[4]):
-        break
-    time.sleep(interval)
-print(json.dumps({"samples": n, "peak": peak, "peak_at": peak_at}), flush=True)
-"""
-
-
-def _used(path):
-    s = os.statvfs(path)
-    return (s.f_blocks - s.f_bfree) * s.f_frsize
+SAMPLER = os.path.join(fixture.HELPERS, "du_sampler.py")
 
 
 class Backing:
@@ -66,7 +46,7 @@ class Backing:
         self.mounted = True
         os.rmdir(os.path.join(m.backing, "lost+found"))
         # the root directory is part of the backing tree's usage (du counts it)
-        self.base = _used(m.backing) - os.lstat(m.backing).st_blocks * 512
+        self.base = measure.used_bytes(m.backing) - os.lstat(m.backing).st_blocks * 512
         self.proc = None
         self.stop_file = os.path.join(m.tmp, "sampler.stop")
 
@@ -78,18 +58,20 @@ class Backing:
 
     def usage(self):
         """Backing tree usage now, bytes (one statvfs)."""
-        return _used(self.m.backing) - self.base
+        return measure.used_bytes(self.m.backing) - self.base
 
     def start_sampler(self):
         """Start sampling BACKING's usage every SAMPLE_INTERVAL seconds."""
         if os.path.exists(self.stop_file):
             os.unlink(self.stop_file)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _SAMPLER, self.m.backing, str(self.base), str(SAMPLE_INTERVAL), self.stop_file],
+            [sys.executable, SAMPLER, self.m.backing, self.stop_file, str(SAMPLE_INTERVAL), "--statfs",
+             "--base", str(self.base), "--seconds", "0"],
             stdout=subprocess.PIPE, text=True)
 
     def stop_sampler(self):
-        """Stop the sampler: {"samples", "peak" (bytes), "peak_at" (s)}."""
+        """Stop the sampler: {"samples", "peak" (bytes), "peak_at" (s),
+        "last" (bytes)}."""
         open(self.stop_file, "w").close()
         out, _ = self.proc.communicate(timeout=30)
         self.proc = None

@@ -43,7 +43,7 @@ log "usage peak $peak bytes ($((peak / 1024)) KiB) over $samples statfs samples;
 assert_le "$peak" $((MAX + SLACK)) "usage of BACKING (statfs, atomic) went above max_size + 1 MiB"
 assert_le "$dupeak" $((MAX + SLACK + MiB)) "du of BACKING went above max_size + 1 MiB (+ 1 MiB walk error)"
 assert_ge "$samples" 10 "too few usage samples to mean anything"
-statfs_used() { $PY -c 'import os,sys; s=os.statvfs(sys.argv[1]); print((s.f_blocks-s.f_bfree)*s.f_frsize)' "$BACKING"; }
+statfs_used() { $PY "$BFS_HELPERS/du_sampler.py" "$BACKING" --statfs --once; }
 poll_until 5 "statfs used == du at rest (nothing left open)" test "$(statfs_used)" = "$(du_backing)"
 assert_eq 96 "$(json_get "$res" stored)" "blocks stored"
 assert_eq 0 "$(json_get "$res" enospc)" "ENOSPC while evictable blocks existed"

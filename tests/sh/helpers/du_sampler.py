@@ -1,81 +1,49 @@
 #!/usr/bin/env python3
-"""Sample the usage of a tree the way `du -s --block-size=1` counts it
-(st_blocks * 512 of every entry, the root included, hard links once) every
-INTERVAL seconds until STOPFILE exists (or 120 s pass); then print
-{"samples": n, "peak": bytes, "last": bytes}.
+"""Sample the usage of a tree every INTERVAL seconds (default 0.05) until
+STOPFILE exists (or SECONDS pass, default 120; 0: no limit), taking one
+reading after STOPFILE appears; then print
+{"samples": n, "peak": bytes, "peak_at": seconds, "last": bytes}.
 
-usage: du_sampler.py ROOT STOPFILE [INTERVAL] [--statfs | --once]
+usage: du_sampler.py ROOT STOPFILE [INTERVAL] [--statfs] [--base BYTES]
+                     [--seconds SECONDS]
+       du_sampler.py ROOT --once [--statfs] [--base BYTES]
 
-A tree walk is not atomic: bytes freed in a part already visited and
-written in a part not yet visited are both counted, so a walk can read high
-by about (write rate x walk time).  With --statfs, ROOT must be the root of
-a file system of its own (e.g. a tmpfs): used = (f_blocks - f_bfree) x
-f_frsize is then one atomic reading of the same quantity.
+A reading is what `du -s --block-size=1 ROOT` counts (measure.du_bytes), a
+walk that is not atomic: it can read high by about (write rate x walk
+time). With --statfs, ROOT must be the root of a file system of its own
+(e.g. a tmpfs): a reading is then its used bytes (measure.used_bytes), one
+atomic reading of the same quantity. --base BYTES is subtracted from every
+reading (an empty file system's own use). --once prints one reading, in
+bytes, and exits.
 """
+import argparse
 import json
 import os
 import sys
-import time
 
-
-def usage(root):
-    seen = set()
-    total = 0
-    stack = [root]
-    while stack:
-        d = stack.pop()
-        try:
-            st = os.lstat(d)
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) not in seen:
-            seen.add((st.st_dev, st.st_ino))
-            total += st.st_blocks * 512
-        try:
-            it = os.scandir(d)
-        except OSError:
-            continue
-        with it:
-            for e in it:
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
-                        continue
-                    s = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue          # vanished between readdir and stat
-                if s.st_nlink > 1:
-                    if (s.st_dev, s.st_ino) in seen:
-                        continue
-                    seen.add((s.st_dev, s.st_ino))
-                total += s.st_blocks * 512
-    return total
-
-
-def used(root):
-    s = os.statvfs(root)
-    return (s.f_blocks - s.f_bfree) * s.f_frsize
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure import UsageSampler, du_bytes, used_bytes  # noqa: E402
 
 
 def main():
-    root, stop = sys.argv[1], sys.argv[2]
-    interval = float(sys.argv[3]) if len(sys.argv) > 3 else 0.05
-    mode = sys.argv[4] if len(sys.argv) > 4 else ""
-    if mode == "--once":
-        print(usage(root))
+    p = argparse.ArgumentParser()
+    p.add_argument("root")
+    p.add_argument("stop", nargs="?")
+    p.add_argument("interval", nargs="?", type=float, default=0.05)
+    p.add_argument("--statfs", action="store_true")
+    p.add_argument("--once", action="store_true")
+    p.add_argument("--base", type=int, default=0)
+    p.add_argument("--seconds", type=float, default=120)
+    a = p.parse_args()
+    measure = used_bytes if a.statfs else du_bytes
+    if a.once:
+        print(measure(a.root) - a.base)
         return
-    measure = used if mode == "--statfs" else usage
-    n, peak, last = 0, 0, 0
-    end = time.monotonic() + 120
-    while time.monotonic() < end:
-        done = os.path.exists(stop)
-        last = measure(root)
-        n += 1
-        peak = max(peak, last)
-        if done:
-            break
-        time.sleep(interval)
-    print(json.dumps({"samples": n, "peak": peak, "last": last}))
+    if a.stop is None:
+        p.error("STOPFILE is needed without --once")
+    s = UsageSampler(lambda: measure(a.root) - a.base, a.interval)
+    s.run(lambda: os.path.exists(a.stop), a.seconds or None)
+    print(json.dumps({"samples": s.count, "peak": s.peak, "peak_at": s.peak_at, "last": s.last}), flush=True)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,12 @@ import ctypes
 import json
 import os
 import socket
+import sys
 import time
 from urllib.parse import urlparse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure import try_status, used_bytes  # noqa: E402
 
 CLONE_NEWNET = 0x40000000
 STAT_FIELDS = ("usage", "reserved", "node_bytes", "evictions", "evicted_bytes", "eviction_sweeps",
@@ -103,11 +107,6 @@ class RedisCounter:
         return int(v) if v else 0
 
 
-def statfs_used(root):
-    s = os.statvfs(root)
-    return (s.f_blocks - s.f_bfree) * s.f_frsize
-
-
 class InFlight:
     """The load driver's stores in flight: `blocks.store_one`'s phase hook
     records, per store, the temporary's path, when its write began and when
@@ -138,11 +137,9 @@ class InFlight:
 
 
 def node_stats(mnt):
-    try:
-        j = json.loads(os.getxattr(mnt, "user.boundfs.stats"))
-    except (OSError, ValueError):
-        return None
-    return {k: j.get(k) for k in STAT_FIELDS}
+    """The STAT_FIELDS of the node's status at `mnt`, None when unreadable."""
+    j = try_status(mnt)
+    return None if j is None else {k: j.get(k) for k in STAT_FIELDS}
 
 
 class Tracer:
@@ -161,7 +158,7 @@ class Tracer:
     def sample(self):
         open_before = self.inflight.current()
         t0 = time.monotonic()
-        used = statfs_used(self.clients[0])
+        used = used_bytes(self.clients[0])
         t1 = time.monotonic()
         # right after the reading: what the sampler's client shows of each
         # temporary open before it (gone: renamed, so committed)
@@ -172,7 +169,7 @@ class Tracer:
                 seen[tmp] = os.lstat(os.path.join(self.tree, rel)).st_size if rel else -1
             except OSError:
                 seen[tmp] = -1
-        others = [statfs_used(c) for c in self.clients[1:]]
+        others = [used_bytes(c) for c in self.clients[1:]]
         counter = self.redis.get("usedSpace") if self.redis else None
         s = {"used": used, "t0": t0, "t1": t1, "seen": seen, "stats": [node_stats(m) for m in self.mounts]}
         if counter is not None:

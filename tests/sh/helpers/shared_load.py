@@ -32,7 +32,6 @@ of stores in flight (min_with_inflight, bytes) and the decomposition of the
 lowest samples (lowest); --trace writes every sample, one JSON line each.
 """
 import argparse
-import errno
 import json
 import os
 import random
@@ -42,7 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from blocks import content, dest_of, key, size_of, store_one  # noqa: E402
-from du_sampler import usage, used  # noqa: E402
+from measure import UsageSampler, du_bytes, used_bytes  # noqa: E402
 from occupancy_trace import InFlight, RedisCounter, Tracer, credit_inflight, decompose, write_trace  # noqa: E402
 
 
@@ -107,25 +106,21 @@ def main():
         os.read(fd, 4096)
 
     stop = threading.Event()
-    samples = []
     recent = [[] for _ in range(n)]
 
     tracer, inflight = None, InFlight(n)
     if a.client:
         redis = RedisCounter(a.redis, a.redis_netns) if a.redis else None
         tracer = Tracer(a.client, a.sample, a.mnt, inflight, redis)
-    traced = []
+    traces = []  # with --client: every reading's sample (Tracer.sample)
 
-    def sampler():
-        t0 = time.monotonic()
-        while not stop.is_set():
-            if tracer:
-                s = tracer.sample()
-                traced.append((time.monotonic() - t0, s))
-                samples.append((traced[-1][0], s["used"]))
-            else:
-                samples.append((time.monotonic() - t0, used(a.statfs) if a.statfs else usage(a.sample)))
-            time.sleep(0.1)
+    def read():
+        if tracer:
+            traces.append(tracer.sample())
+            return traces[-1]["used"]
+        return used_bytes(a.statfs) if a.statfs else du_bytes(a.sample)
+
+    sampler = UsageSampler(read, 0.1, keep=True)
 
     def store(k):
         mnt, i = a.mnt[k], 0
@@ -164,16 +159,20 @@ def main():
             stop.wait(0.5)
 
     threads = [threading.Thread(target=f, args=args) for f, args in
-               [(sampler, ()), (hot_reader, ())] + [(store, (k,)) for k in range(n)] +
+               [(hot_reader, ())] + [(store, (k,)) for k in range(n)] +
                [(cross, (k,)) for k in range(n)]]
     t0 = time.monotonic()
+    sampler.start()
     for t in threads:
         t.start()
     time.sleep(a.seconds)
     stop.set()
+    sampler.stop()
     for t in threads:
         t.join()
     secs = time.monotonic() - t0
+    samples = sampler.samples
+    traced = [(t, s) for (t, _), s in zip(samples, traces)]
 
     held_ok = 0
     for h, fd in zip(held, fds):
@@ -189,14 +188,8 @@ def main():
     hot_ok = sum(read_all(dest_of(a.sample, h), size, h) == "hit" for h in hot)
     cold_left = sum(os.path.exists(dest_of(a.sample, h)) for h in cold)
 
-    peak = max(u for _, u in samples)
-    longest, start = 0.0, None
-    for t, u in samples:
-        if u > a.max:
-            start = t if start is None else start
-            longest = max(longest, t - start + 0.1)
-        else:
-            start = None
+    peak = sampler.peak
+    longest = sampler.longest_over(a.max)
     fill = next((i for i, (_, u) in enumerate(samples) if u >= a.low * a.max), None)
     after = [u for _, u in samples[fill:]] if fill is not None else []
     tries = res["cross_hits"] + res["cross_misses"] + res["cross_corrupt"]

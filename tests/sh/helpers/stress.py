@@ -16,9 +16,10 @@ Processes (forked, sharing a few counters in shared memory):
   probers  access(F_OK) random keys, stored or never stored.
   holder   stores HOLD blocks of its own, opens them, reads half, holds the fds the
            whole run, then reads to EOF and checks every byte.
-  sampler  (a thread of the main process) statvfs(BACKING) every 10 ms; BACKING must
-           be a file system of its own (a tmpfs), so that used blocks are an atomic
-           reading of its usage (du's count plus files unlinked while open).
+  sampler  (a thread of the main process, measure.UsageSampler) statvfs(BACKING)
+           every 10 ms; BACKING must be a file system of its own (a tmpfs), so that
+           used blocks are an atomic reading of its usage (du's count plus files
+           unlinked while open).
 
 An ENOENT (load or probe) is legitimate only for a block never stored before the
 call, or one that is gone from BACKING (evicted) within 2 s after, or one a writer
@@ -38,11 +39,12 @@ import os
 import random
 import struct
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kvblocks import write_tmp  # noqa: E402  the one vLLM-style block writer
+from measure import UsageSampler, try_status, used_bytes  # noqa: E402
 
 NKEYS = 1 << 16
 HDR = struct.Struct("<8sQQQ")
@@ -293,20 +295,8 @@ def holder(a, sh, ready, out):
     out.put(("holder", res))
 
 
-def sampler(backing, stop, res):
-    while not stop.is_set():
-        s = os.statvfs(backing)
-        used = (s.f_blocks - s.f_bfree) * s.f_frsize
-        res["samples"] += 1
-        res["peak"] = max(res["peak"], used)
-        time.sleep(0.01)
-
-
 def stats(mnt):
-    try:
-        return json.loads(os.getxattr(mnt, "user.boundfs.stats"))
-    except OSError:
-        return {}
+    return try_status(mnt) or {}
 
 
 def main():
@@ -330,10 +320,7 @@ def main():
     hold.start()
     ready.wait(60)
     ev0 = stats(a.mnt).get("evictions", 0)
-    samp = {"samples": 0, "peak": 0}
-    samp_stop = threading.Event()
-    st = threading.Thread(target=sampler, args=(a.backing, samp_stop, samp))
-    st.start()
+    samp = UsageSampler(lambda: used_bytes(a.backing), 0.01).start()
     t0 = time.monotonic()
     procs = [mp.Process(target=writer, args=(a, sh, w, out)) for w in range(a.writers)]
     procs += [mp.Process(target=reader, args=(a, sh, r, out)) for r in range(a.readers)]
@@ -356,8 +343,7 @@ def main():
     for p in procs + [hold]:
         p.join(10)
     elapsed = time.monotonic() - t0
-    samp_stop.set()
-    st.join()
+    samp.stop()
     tot = {"seconds": round(elapsed, 1), "stores": 0, "rewrites": 0, "stored_bytes": sh.stored_bytes.value,
            "loads": 0, "load_hits": 0, "load_enoent": 0, "probes": 0, "probe_hits": 0, "probe_enoent": 0,
            "held": 0, "held_ok": 0}
@@ -375,11 +361,11 @@ def main():
     tot["evictions"] = s.get("evictions", 0) - ev0
     tot["enospc"] = s.get("enospc", 0)
     tot["enoent"] = tot["load_enoent"] + tot["probe_enoent"]
-    tot["usage_peak"] = samp["peak"]
-    tot["usage_samples"] = samp["samples"]
+    tot["usage_peak"] = samp.peak
+    tot["usage_samples"] = samp.count
     tot["max_size"] = a.max_size
-    if samp["peak"] > a.max_size + (1 << 20):
-        violations.append("usage of BACKING peaked at %d > max_size + 1 MiB" % samp["peak"])
+    if samp.peak > a.max_size + (1 << 20):
+        violations.append("usage of BACKING peaked at %d > max_size + 1 MiB" % samp.peak)
     tot["violations"] = len(violations)
     tot["first_violations"] = violations[:20]
     print(json.dumps(tot))
