@@ -5,7 +5,7 @@
 # Its start command is mount/boundfs-start.sh (installed as
 # /usr/local/bin/boundfs-start): it detaches the dead mount a crashed
 # predecessor left at MOUNTPOINT, then runs boundfs -f. No Docker engine runs
-# in CI: tests/sh/67-container-start.sh builds the binary with this file's
+# in CI: tests/sh/daemon/container-start.sh builds the binary with this file's
 # `cargo build` line and runs the start command as the manifest gives it,
 # twice, with a SIGKILL between.
 FROM rust:1-bookworm AS build

@@ -13,7 +13,7 @@
 #                                      prometheus_client's parser (a second
 #                                      opinion on the metrics file), and from
 #                                      crates.io the File System eXerciser
-#                                      (fsx, pinned) that tests/sh/65-fsx.sh
+#                                      (fsx, pinned) that tests/sh/posix/fsx.sh
 #                                      runs (about 2 minutes of compiling);
 #                                      for the shared-tier scenarios
 #                                      (tests/sh/9*-shared-*) redis-server and

@@ -346,7 +346,7 @@ impl Core {
 /// ENOENT only. Not ENOTDIR/ELOOP/EXDEV: something else (a symlink) swapped
 /// in for a directory usually means the directory was moved (`mv d d.moved;
 /// ln -s … d`), and its files still take space that `du` counts
-/// (tests/sh/50-symlink-nofollow.sh); those keep counting until a reconcile
+/// (tests/sh/posix/symlink-nofollow.sh); those keep counting until a reconcile
 /// pass finds where they went.
 pub(crate) fn vanished_errno(e: Errno) -> bool {
     e.code() == libc::ENOENT

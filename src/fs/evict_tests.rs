@@ -132,7 +132,7 @@ fn shared_open_of_a_file_another_node_evicted_is_enoent() {
 
 #[test]
 fn a_daemon_killed_mid_eviction_leaves_the_block_whole_or_gone() {
-    // Found by 71-kill-daemon in CI: killed between truncate and unlink, the
+    // Found by faults/kill-daemon in CI: killed between truncate and unlink, the
     // daemon left an empty file under a block's final name (a short load
     // for an engine, and a fresh mtime that ranked it most recent).
     let d = tempfile::tempdir().unwrap();

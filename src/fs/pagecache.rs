@@ -4,7 +4,7 @@
 //!
 //! What Linux 6.18 does with a client's fadvise(2) on a FUSE file (read in
 //! a current mainline tree, functions named below; checked on this 6.18
-//! kernel's /proc/kallsyms and by measurement, tests/sh/37-page-cache.sh):
+//! kernel's /proc/kallsyms and by measurement, tests/sh/status/page-cache.sh):
 //! - `fadvise64` calls `vfs_fadvise`, which runs the file's own
 //!   `f_op->fadvise` if it has one, else `generic_fadvise` on the file's own
 //!   mapping, `file->f_mapping` (mm/fadvise.c). FUSE's

@@ -14,7 +14,7 @@
 //!   node holds `LOCK_SH` the victim is skipped and made most recent (it is
 //!   in use), so the truncate never hits a file another node has open.
 //!
-//! flock locks cross JuiceFS clients (tests/sh/91-shared-jfs-held-open.sh checks
+//! flock locks cross JuiceFS clients (tests/sh/shared/jfs-held-open.sh checks
 //! it), CephFS (kernel and ceph-fuse), NFSv4 (Linux emulates flock with
 //! whole-file POSIX locks on NFS) and Lustre mounted with `-o flock`. Locks
 //! belong to the client: a boundfs killed closes its fds and its locks go;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stress a boundfs mount with checked invariants (used by tests/sh/70-stress.sh).
+"""Stress a boundfs mount with checked invariants (used by tests/sh/faults/stress.sh).
 
   stress.py MNT BACKING --seconds S --max-size BYTES [--writers 4] [--readers 4]
             [--probers 2] [--hold 6] [--block 2M]
