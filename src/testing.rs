@@ -4,15 +4,14 @@
 use std::ffi::OsStr;
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::time::Duration;
 
 use fuser::INodeNo;
 
 use crate::config::build_matcher;
 use crate::fs::{Caller, Core};
+use crate::fs::{Config, Started};
 use crate::key::key_of;
 use crate::ledger::Ledger;
-use crate::ledger::policy::Policy;
 use crate::sys;
 
 /// FUSE inode of BACKING.
@@ -22,14 +21,17 @@ pub const ME: Caller = Caller { uid: 0, gid: 0, pid: 0 };
 
 /// A core over `dir` with budget `max` bytes, block files `*.bin`, indexed.
 pub fn core(dir: &Path, max: u64) -> Core {
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    core_with(Config::new(dir.canonicalize().unwrap(), max))
+}
+
+/// A core running `config` (see [`Config::new`]), its BACKING indexed.
+pub fn core_with(config: Config) -> Core {
+    let c = std::ffi::CString::new(config.backing.as_os_str().as_encoded_bytes()).unwrap();
     let root = sys::open(&c, libc::O_PATH | libc::O_DIRECTORY).unwrap();
-    let key = key_of(&sys::fstat(root.as_fd()).unwrap());
-    let m = build_matcher(&["*.bin".into()]).unwrap();
-    let mut ledger = Ledger::new(max);
-    crate::workers::scan::scan(&root, &m, &mut ledger);
-    let policy = Policy { max_size: max, high_watermark: 0.95, low_watermark: 0.9 };
-    Core::new(dir.canonicalize().unwrap(), root, key, ledger, policy, m, Duration::from_secs(60))
+    let root_key = key_of(&sys::fstat(root.as_fd()).unwrap());
+    let mut ledger = Ledger::with_policy(config.policy);
+    crate::workers::scan::scan(&root, &build_matcher(&config.patterns).unwrap(), &mut ledger);
+    Core::new(config, Started { root, root_key, ledger }).unwrap()
 }
 
 /// Creates `name` in BACKING's root through `c` and writes `bytes` into it.

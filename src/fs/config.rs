@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
-use globset::GlobSet;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::accounts::Accounts;
@@ -62,6 +61,26 @@ pub struct Config {
 }
 
 impl Config {
+    /// A config over `backing` with a budget of `max_size` bytes and every
+    /// other field at its option's default (tests and tools).
+    pub fn new(backing: PathBuf, max_size: u64) -> Config {
+        Config {
+            backing,
+            policy: Policy {
+                max_size,
+                high_watermark: crate::config::DEFAULT_HIGH_WATERMARK,
+                low_watermark: crate::config::DEFAULT_LOW_WATERMARK,
+            },
+            patterns: vec!["*.bin".into()],
+            stamp_interval: Duration::from_secs(60),
+            shared: false,
+            flush: FlushMode::Auto,
+            drop_cache: false,
+            noatime: false,
+            nodiratime: false,
+        }
+    }
+
     /// The core's part of `opts`.
     pub fn from_options(opts: &Options) -> Config {
         Config {
@@ -96,49 +115,35 @@ impl Core {
         let root =
             sys::open(&c, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| format!("cannot open {backing}: {e}"))?;
         let st = sys::fstat(root.as_fd()).map_err(|e| format!("stat {backing}: {e:?}"))?;
-        let matcher = crate::config::build_matcher(&config.patterns).map_err(|e| e.0)?;
-        let mut ledger = Ledger::new(config.policy.max_size);
+        let mut ledger = Ledger::with_policy(config.policy);
         ledger.upsert(key_of(&st), sys::allocated(&st), false, None, 0);
         ledger.set_kind(key_of(&st), Kind::Dir);
         let used_bound = sys::fstatvfs(root.as_fd())
             .map(|v| (v.f_blocks - v.f_bfree) * v.f_frsize)
             .map_err(|e| format!("statfs {backing}: {e:?}"))?;
         ledger.start_indexing(used_bound);
-        let flush_backing = super::shared::flush_needed(config.flush, root.as_fd());
+        Core::new(config, Started { root, root_key: key_of(&st), ledger })
+    }
+
+    /// A core running `config` over what the start-up opened (`started`): BACKING's
+    /// root and a ledger, with `config.policy`, that is either built
+    /// (`workers::scan::scan`) or being built (`Ledger::start_indexing`, then
+    /// `workers::scan::index`). Errors: a pattern is no glob (one line).
+    pub(crate) fn new(config: Config, started: Started) -> Result<Self, String> {
+        let Started { root: root_fd, root_key, ledger } = started;
+        let matcher = crate::config::build_matcher(&config.patterns).map_err(|e| e.0)?;
+        let flush_backing = super::shared::flush_needed(config.flush, root_fd.as_fd());
         if flush_backing || config.shared {
             log::info!(
                 "{}FLUSH {} (BACKING is {})",
                 if config.shared { "shared tier: opens hold a flock on the backing file; " } else { "" },
                 if flush_backing { "closes the backing file (close-to-open)" } else { "off" },
-                super::shared::commits_at_close(root.as_fd()).unwrap_or("local"),
+                super::shared::commits_at_close(root_fd.as_fd()).unwrap_or("local"),
             );
         }
-        let mut core =
-            Core::new(config.backing, root, key_of(&st), ledger, config.policy, matcher, config.stamp_interval);
-        core.set_modes(config.shared, flush_backing);
-        core.set_drop_cache(config.drop_cache);
-        core.set_noatime(config.noatime, config.nodiratime);
-        core.unevictable().set_patterns(&config.patterns);
-        Ok(core)
-    }
-
-    /// A core over the BACKING directory open at `root_fd` (an `O_PATH`
-    /// directory fd), with a ledger that is either built (`workers::scan::scan`)
-    /// or being built (`Ledger::start_indexing`, then `workers::scan::index`).
-    pub(crate) fn new(
-        root_path: PathBuf,
-        root_fd: OwnedFd,
-        root_key: FileKey,
-        ledger: Ledger,
-        policy: Policy,
-        matcher: GlobSet,
-        stamp_interval: Duration,
-    ) -> Self {
-        let mut ledger = ledger;
-        ledger.set_policy(policy);
         let indexing = ledger.indexing();
-        Core {
-            root_path,
+        let core = Core {
+            root_path: config.backing,
             inodes: InodeTable::new(root_fd, root_key),
             accounts: Accounts::new(ledger),
             dirlocks: DirLocks::default(),
@@ -162,9 +167,25 @@ impl Core {
             dirs: RwLock::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             start: Instant::now(),
-            stamp_secs: stamp_interval.as_secs().min(u32::MAX as u64) as u32,
+            stamp_secs: config.stamp_interval.as_secs().min(u32::MAX as u64) as u32,
             euid: sys::euid(),
             release_wait: RELEASE_WAIT,
-        }
+        };
+        let mut core = core;
+        core.set_modes(config.shared, flush_backing);
+        core.set_drop_cache(config.drop_cache);
+        core.set_noatime(config.noatime, config.nodiratime);
+        core.unevictable().set_patterns(&config.patterns);
+        Ok(core)
     }
+}
+
+/// What the start-up opened for a core ([`Core::new`]).
+pub(crate) struct Started {
+    /// BACKING, an `O_PATH` directory fd.
+    pub root: OwnedFd,
+    /// BACKING's backing identity.
+    pub root_key: FileKey,
+    /// The ledger, with the config's policy.
+    pub ledger: Ledger,
 }

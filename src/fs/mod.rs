@@ -65,6 +65,8 @@ use passthrough::IoModes;
 use stamps::Stamper;
 
 pub use config::Config;
+#[cfg(test)]
+pub(crate) use config::Started;
 pub use context::Target;
 pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
 pub use data::{DirStream, SetAttr, backing_flags, write_growth};

@@ -60,7 +60,7 @@ use crate::sys::{self, SysResult};
 
 impl Core {
     /// Sets `drop_cache=release` (`on`) or `off`; before the core is shared.
-    pub fn set_drop_cache(&mut self, on: bool) {
+    pub(super) fn set_drop_cache(&mut self, on: bool) {
         self.drop_cache = on;
     }
 

@@ -51,7 +51,7 @@ impl Core {
 
     /// Sets shared mode (`-o shared`) and whether data must reach BACKING's
     /// server at close (`flush_backing`); before the core is shared.
-    pub fn set_modes(&mut self, shared: bool, flush_backing: bool) {
+    pub(super) fn set_modes(&mut self, shared: bool, flush_backing: bool) {
         self.shared = shared.then(Default::default);
         self.flush_backing = flush_backing;
     }
@@ -61,7 +61,7 @@ impl Core {
     /// atime updated, with `nodiratime` no directory (O_NOATIME; the kernel
     /// applies MS_NOATIME to the FUSE inodes only, whose atime comes from
     /// BACKING); before the core is shared.
-    pub fn set_noatime(&mut self, noatime: bool, nodiratime: bool) {
+    pub(super) fn set_noatime(&mut self, noatime: bool, nodiratime: bool) {
         let flag = |on: bool| if on { libc::O_NOATIME } else { 0 };
         self.open_extra = (flag(noatime), flag(noatime || nodiratime));
     }

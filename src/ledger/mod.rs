@@ -77,8 +77,9 @@ pub enum Refused {
 }
 
 impl Ledger {
-    /// An empty ledger for a budget of `max_size` bytes, with the default
-    /// watermarks (`config::DEFAULT_HIGH_WATERMARK`, `DEFAULT_LOW_WATERMARK`).
+    /// Tests: an empty ledger for a budget of `max_size` bytes, with the
+    /// options' default watermarks (0.95 and 0.90).
+    #[cfg(test)]
     pub fn new(max_size: u64) -> Self {
         Ledger::with_policy(Policy {
             max_size,

@@ -200,8 +200,9 @@ fn a_directory_swapped_for_a_symlink_is_not_walked() {
 fn shared_passes_read_only_the_directories_that_changed_and_all_every_full_pass() {
     use crate::workers::dircache::FULL_EVERY;
     let d = tempfile::tempdir().unwrap();
-    let mut c = core(d.path(), 1 << 30);
-    c.set_modes(true, false);
+    let mut config = crate::fs::Config::new(d.path().canonicalize().unwrap(), 1 << 30);
+    config.shared = true;
+    let c = crate::testing::core_with(config);
     for dir in ["a", "b"] {
         std::fs::create_dir(d.path().join(dir)).unwrap();
         for i in 0..3 {
