@@ -6,7 +6,8 @@
 #
 #   scripts/bench-shared.sh [--nodes N] [--seconds S] [--max-size SIZE]
 #                           [--reconcile DURATION] [--writers W]
-#                           [--mode shared|plain|none] [--out FILE] [--trace FILE]
+#                           [--mode shared|plain|none|idle] [--probe]
+#                           [--out FILE] [--trace FILE]
 #
 #   --nodes N        nodes (default 3)
 #   --seconds S      length of the measured load (default 300: the long form)
@@ -17,7 +18,14 @@
 #                    plain: one boundfs without -o shared over one JuiceFS
 #                    client (--nodes 1 only); none: no boundfs, the writers
 #                    store into their JuiceFS clients and unlink their own
-#                    oldest blocks past max_size / N (the cost reference)
+#                    oldest blocks past max_size / N (the cost reference);
+#                    idle: no load and no boundfs, only --probe
+#   --probe          during the load, time the filesystem's primitives a
+#                    cross-node budget would use (flock, a flock'd ledger
+#                    transaction, an O_APPEND line, reading N-1 peers' files)
+#                    through node 1's JuiceFS client, outside the shared
+#                    directory (tests/sh/helpers/jfs_primitives.py); "probe"
+#                    in the JSON
 #   --out FILE       append the result (one JSON line, with the mode, the
 #                    options and the git revision) to FILE
 #   --trace FILE     every usage sample (Redis usedSpace and statvfs), one
@@ -33,7 +41,7 @@
 # (scripts/install-deps.sh --tests), and target/release/boundfs.
 # docs/shared.md ("Full speed") has the figures of today's code.
 set -u
-NODES=3 SECS=300 MAXS=128M RI=5s WRITERS=2 MODE=shared OUT="" TRACE=""
+NODES=3 SECS=300 MAXS=128M RI=5s WRITERS=2 MODE=shared OUT="" TRACE="" PROBE=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --nodes) NODES=$2; shift ;;
@@ -44,6 +52,7 @@ while [ $# -gt 0 ]; do
         --mode) MODE=$2; shift ;;
         --out) OUT=$(realpath -m "$2"); shift ;;
         --trace) TRACE=$(realpath -m "$2"); shift ;;
+        --probe) PROBE=1 ;;
         -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
         *) echo "bench-shared.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -53,7 +62,8 @@ case "$MODE" in
     shared) ;;
     plain) [ "$NODES" = 1 ] || { echo "bench-shared.sh: --mode plain is one node" >&2; exit 2; } ;;
     none) ;;
-    *) echo "bench-shared.sh: --mode is shared, plain or none" >&2; exit 2 ;;
+    idle) PROBE=1 ;;
+    *) echo "bench-shared.sh: --mode is shared, plain, none or idle" >&2; exit 2 ;;
 esac
 MAX=$(numfmt --from=iec "$MAXS") || exit 2
 
@@ -94,12 +104,32 @@ case "$MODE" in
         mnts+=(--self-evict)
         ;;
 esac
+probe_pid=""
+if ((PROBE)); then
+    $PY "$BFS_HELPERS/jfs_primitives.py" "$BFS_TMP/jfs1/probe" --seconds "$SECS" --peers $((NODES > 1 ? NODES - 1 : 1)) \
+        >"$BFS_TMP/probe.json" 2>"$BFS_TMP/probe.err" &
+    probe_pid=$!
+    bfs_bg "$probe_pid"
+fi
+if [ "$MODE" = idle ]; then
+    wait "$probe_pid" || fail "probe failed: $(cat "$BFS_TMP/probe.err")"
+    out=$($PY -c 'import json, sys; print(json.dumps({"mode": "idle", "nodes": int(sys.argv[2]), "probe": json.load(open(sys.argv[1]))}))' \
+        "$BFS_TMP/probe.json" "$NODES")
+    printf '%s\n' "$out"
+    [ -n "$OUT" ] && printf '%s\n' "$out" >>"$OUT"
+    exit 0
+fi
 redis_ns=()
 [ -n "${SHARED_NS_OF[1]:-}" ] && redis_ns=(--redis-netns "/run/netns/${SHARED_NS_OF[1]}")
 log "$MODE, $NODES node(s), max_size $MAXS, reconcile_interval $RI, $WRITERS writers per node, ${SECS}s ($SHARED_MODE)"
 out=$($PY "$BFS_HELPERS/shared_bench.py" "${mnts[@]}" --statfs "$BFS_TMP/jfs1" --max "$MAX" \
     --redis "${SHARED_META[1]}" "${redis_ns[@]}" --seconds "$SECS" --writers "$WRITERS" \
     ${TRACE:+--trace "$TRACE"}) || fail "load failed: $out"
+probe="{}"
+if [ -n "$probe_pid" ]; then
+    wait "$probe_pid" || fail "probe failed: $(cat "$BFS_TMP/probe.err")"
+    probe=$(cat "$BFS_TMP/probe.json")
+fi
 # the longest reconcile pass of any node (from their logs), seconds
 pass=$(cat "$BFS_TMP"/node*.log 2>/dev/null | sed -n 's/.*reconcile: [0-9]* objects in \([0-9.]*\)s.*/\1/p' |
     sort -g | tail -n 1)
@@ -107,8 +137,10 @@ out=$($PY -c 'import json, sys
 d = json.loads(sys.argv[1])
 d.update(mode=sys.argv[2], reconcile_interval=sys.argv[3], longest_pass_s=float(sys.argv[4] or 0),
          git=sys.argv[5], date=sys.argv[6], netns=sys.argv[7])
+if sys.argv[8] != "{}":
+    d["probe"] = json.loads(sys.argv[8])
 print(json.dumps(d))' "$out" "$MODE" "$RI" "${pass:-}" "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null)" \
-    "$(date -u +%FT%TZ)" "$SHARED_MODE")
+    "$(date -u +%FT%TZ)" "$SHARED_MODE" "$probe")
 printf '%s\n' "$out"
 [ -n "$OUT" ] && printf '%s\n' "$out" >>"$OUT"
 g() { json_get "$out" "$1"; }
