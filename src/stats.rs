@@ -87,6 +87,11 @@ impl Sample for u64 {
         *self as f64
     }
 }
+impl Sample for i64 {
+    fn sample(&self) -> f64 {
+        *self as f64
+    }
+}
 impl Sample for u32 {
     fn sample(&self) -> f64 {
         f64::from(*self)
@@ -270,6 +275,13 @@ status_table! {
     /// Shared mode: bytes of files created through this node's mount still
     /// in the shared tree (this node's part of `usage`).
     node_bytes: u64;
+    /// Shared mode: this node's net, bytes its own stores added to the
+    /// shared tree less what its removals freed (negative on a node that
+    /// evicts other nodes' blocks); see `shared_granted`.
+    shared_net: i64;
+    /// Shared mode: the bytes the shared budget record grants this node
+    /// (its net plus its reservations stay within it).
+    shared_granted: i64;
     /// Shared mode: this node holds the sweeper lease (runs eviction sweeps).
     sweeper: bool;
     /// Shared mode: the sweeper as its lease file says (`host pid N since

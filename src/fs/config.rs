@@ -173,6 +173,10 @@ impl Core {
         };
         let mut core = core;
         core.set_modes(config.shared, flush_backing);
+        if config.shared {
+            // The shared budget: nothing is held before the record grants it.
+            core.accounts.set_granted(Some(0));
+        }
         core.set_drop_cache(config.drop_cache);
         core.set_noatime(config.noatime, config.nodiratime);
         core.unevictable().set_patterns(&config.patterns);

@@ -59,6 +59,8 @@ impl Core {
             uptime_seconds: self.start.elapsed().as_secs(),
             shared: self.shared.is_some(),
             node_bytes,
+            shared_net: self.shared.as_ref().map_or(0, |_| self.accounts.grant_state().net),
+            shared_granted: self.accounts.grant_state().granted.unwrap_or(0),
             sweeper: self.shared.as_ref().is_some_and(|t| t.sweeping.load(std::sync::atomic::Ordering::Relaxed)),
             sweeper_holder,
             sweeper_heartbeat_age_seconds,

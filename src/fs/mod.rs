@@ -369,6 +369,15 @@ impl Core {
                     continue;
                 }
                 Attempt::Short { short, evictable } => (short, evictable),
+                Attempt::NeedGrant { short } => {
+                    // The shared budget: take grant; what none is free for,
+                    // this node makes by evicting (its net goes down).
+                    let got = self.shared.as_ref().map_or(0, |t| self.grant_take(t, short));
+                    if got >= short {
+                        continue;
+                    }
+                    (short - got, u64::MAX)
+                }
             };
             // Shared tier: blocks other nodes evicted since this node last
             // read their journals are free already (see fs/shared/journal.rs). The

@@ -50,6 +50,8 @@ pub struct Ledger {
     /// Shared mode only (see `ledger_shared.rs`): per file, the newest mtime
     /// (ns since the epoch) this node knows it to have had.
     known: std::collections::HashMap<FileKey, i64>,
+    /// Shared budget only: the net and the grant (see `ledger_grant.rs`).
+    grant: grant_support::Grant,
 }
 
 /// What the daemon is about to remove, for [`Ledger::begin_removal`].
@@ -102,6 +104,7 @@ impl Ledger {
             others: 0,
             indexing_bound: None,
             known: Default::default(),
+            grant: Default::default(),
         }
     }
 
@@ -559,14 +562,6 @@ impl Ledger {
         }
     }
 
-    /// A request just created a new object with identity `key`. Any entry
-    /// under that key is of an object already removed whose inode number the
-    /// filesystem reused (an eviction or rmdir between its unlink and its
-    /// ledger update): drop it, so the new object is recorded afresh.
-    pub fn fresh(&mut self, key: FileKey) {
-        self.remove(key);
-    }
-
     /// The unlink failed: the file stays, parked (it is not chosen again until touched).
     pub fn abort_removal(&mut self, key: FileKey) {
         if let Some(e) = self.entries.get_mut(&key) {
@@ -583,6 +578,8 @@ mod reconcile_support;
 #[path = "ledger_shared.rs"]
 mod shared_support;
 
+#[path = "ledger_grant.rs"]
+mod grant_support;
 #[path = "ledger_recent.rs"]
 mod recent_support;
 

@@ -71,6 +71,9 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         if stop() {
             sweeps.last = None;
             sweeps.flush(&core);
+            if let Some(t) = core.shared_tier() {
+                core.grant_leave(t);
+            }
             // `stop` is set once the FUSE session has ended.
             core.reap_empty_dirs_at_unmount();
             return;
@@ -80,7 +83,13 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         // fs/recreate.rs), so inline evictions leave no empty directories
         // behind to fill the shared budget.
         core.reap_empty_dirs();
-        if core.shared() && !lease.poll(&core) {
+        let sweeping = core.shared() && lease.poll(&core);
+        if let Some(t) = core.shared_tier() {
+            // The shared budget's beat: publish the net, give back unused
+            // grant, and on the sweeper read the tree's total (fs/shared/grants.rs).
+            core.grant_beat(t, sweeping);
+        }
+        if core.shared() && !sweeping {
             // Shared tier: only the sweeper sweeps, so no two nodes evict the
             // same excess; this node evicts inline for its own writes only
             // (Core::reserve), and what the other nodes evicted stops
@@ -91,7 +100,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             sweeps.flush(&core);
             continue;
         }
-        if !core.accounts().should_wake() {
+        if !core.accounts().should_wake() && !core.shared_tier().is_some_and(|t| core.grant_should_wake(t)) {
             core.unevictable().clear();
             sweeps.flush(&core);
             continue;
@@ -109,7 +118,9 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             if let Some(t) = core.shared_tier() {
                 core.journal_apply(t, true);
             }
-            if stuck { core.accounts().over_max() } else { core.accounts().excess() }
+            let local = if stuck { core.accounts().over_max() } else { core.accounts().excess() };
+            // The shared budget: the tree's total by the record counts too.
+            local.max(core.shared_tier().map_or(0, |t| core.grant_excess(t)))
         };
         let mut excess = measure();
         let batch = if core.shared() { excess.div_ceil(SWEEP_BATCHES).max(1) } else { u64::MAX };

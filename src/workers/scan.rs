@@ -105,5 +105,8 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
     report.unreadable = unreadable;
     report.seconds = t0.elapsed().as_secs_f64();
     core.index_done(report.clone());
+    if let Some(t) = core.shared_tier() {
+        core.grant_book(t);
+    }
     report
 }

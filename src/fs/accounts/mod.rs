@@ -25,6 +25,8 @@ use crate::key::FileKey;
 use crate::ledger::policy::Policy;
 use crate::ledger::{Gone, Kind, Ledger, Refused};
 
+pub mod grant;
+pub mod removal;
 pub mod walks;
 
 /// The ledger and its release signal. See the module docs.
@@ -117,6 +119,12 @@ pub enum Attempt {
     WaitedForRelease,
     /// The start-up index must finish before the answer is known.
     Indexing,
+    /// Shared budget: the node's grant lacks `short` bytes (take more, or
+    /// evict to lower the node's net).
+    NeedGrant {
+        /// Bytes missing within the grant.
+        short: u64,
+    },
     /// Short by `short` bytes; eviction could free `evictable` now.
     Short {
         /// Bytes missing below `max_size`.
@@ -182,6 +190,10 @@ impl Accounts {
     /// the ledger lock given up meanwhile.
     pub fn try_reserve(&self, bytes: u64, wait: bool, release_wait: Option<Duration>) -> Attempt {
         let mut l = self.guard();
+        let short = l.grant_short(bytes);
+        if short > 0 {
+            return Attempt::NeedGrant { short };
+        }
         let r = match l.reserve_checked(bytes) {
             Err(Refused::Indexing) if !wait => l.reserve(bytes).map_err(|s| Refused::Short(s.0)),
             r => r,
@@ -349,8 +361,14 @@ impl Accounts {
     /// it was unknown (and then whether to wake the evictor).
     pub fn found(&self, key: FileKey, size: u64, block: bool, path: Option<PathBuf>, kind: Kind, now: u32) -> bool {
         let mut l = self.guard();
+        let (usage, open) = (l.usage(), l.get(&key).is_some_and(|e| e.opens > 0));
         l.upsert(key, size, block, path, now);
         l.set_kind(key, kind);
+        if !open {
+            // Made or changed by another node or behind the mount.
+            let delta = l.usage() as i64 - usage as i64;
+            l.learn(delta);
+        }
         l.should_wake()
     }
 
@@ -518,67 +536,6 @@ impl Accounts {
     /// Bytes of non-block files (a walk of the index: O(entries)).
     pub fn nonblock_bytes(&self) -> u64 {
         self.guard().nonblock_bytes()
-    }
-
-    /// Eviction's choice: the least recently used evictable block file, its
-    /// path, and the mtime this node knows for it (shared tier), taken out
-    /// of the LRU until [`Accounts::park`] or the removal's end.
-    pub fn choose_victim(&self) -> Option<(FileKey, PathBuf, Option<i64>)> {
-        let mut l = self.guard();
-        let (key, path) = l.take_victim()?;
-        let known = l.known_mtime(key);
-        Some((key, path, known))
-    }
-
-    /// A victim eviction did not remove goes back to the LRU, most recent.
-    pub fn park(&self, key: FileKey) {
-        self.guard().park(key);
-    }
-
-    /// `key`'s path is no longer known (it moved behind the daemon).
-    pub fn forget_path(&self, key: FileKey) {
-        self.guard().forget_path(key);
-    }
-
-    /// Shared tier: `key` was used on another node at `mtime` (ns): it is
-    /// ranked there in the LRU.
-    pub fn rerank_at(&self, key: FileKey, mtime: i64) {
-        self.guard().rerank_at(key, mtime);
-    }
-
-    /// Shared tier: the mtime (ns) this node knows it gave `key`.
-    pub fn known_mtime(&self, key: FileKey) -> Option<i64> {
-        self.guard().known_mtime(key)
-    }
-
-    /// A verified removal begins (see `super::evict`): false when `key` is
-    /// open or already being removed. Ends with
-    /// [`Accounts::finish_removal`] or [`Accounts::abort_removal`].
-    pub fn begin_removal(&self, key: FileKey, what: crate::ledger::Removal) -> bool {
-        self.guard().begin_removal(key, what)
-    }
-
-    /// The removal begun by [`Accounts::begin_removal`] happened: `key`
-    /// leaves usage; returns the bytes freed.
-    pub fn finish_removal(&self, key: FileKey) -> u64 {
-        self.guard().finish_removal(key)
-    }
-
-    /// The removal begun by [`Accounts::begin_removal`] did not happen.
-    pub fn abort_removal(&self, key: FileKey) {
-        self.guard().abort_removal(key);
-    }
-
-    /// Eviction found the victim's name `rel` gone behind the daemon: if
-    /// the entry still names `rel`, it stops counting (as a reconcile pass
-    /// would) and the bytes freed are returned; `None` when a rename
-    /// through the mount gave it another name meanwhile.
-    pub fn vanished(&self, key: FileKey, rel: &std::path::Path) -> Option<u64> {
-        let mut l = self.guard();
-        if l.get(&key).and_then(|e| e.path.as_deref()) != Some(rel) {
-            return None;
-        }
-        Some(l.drop_unused(key))
     }
 
     /// RELEASE: unpins `key` and signals writes waiting for room. Returns

@@ -92,7 +92,7 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-fn node_id() -> String {
+pub(super) fn node_id() -> String {
     let host = if let Some(buf) = sys::hostname() {
         buf.iter().map(|&b| if b.is_ascii_alphanumeric() || b == b'-' { b as char } else { '_' }).collect()
     } else {

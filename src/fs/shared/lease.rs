@@ -95,7 +95,7 @@ fn host() -> String {
 
 /// Opens (creating it if needed) [`LEASE_DIR`] beneath BACKING, never
 /// following a symlink. Errors: the backing errno.
-fn lease_dir(core: &Core) -> Result<OwnedFd, Errno> {
+pub(super) fn lease_dir(core: &Core) -> Result<OwnedFd, Errno> {
     let root = core.root();
     let dir_c = CString::new(LEASE_DIR).map_err(|_| Errno::EINVAL)?;
     match sys::mkdirat(root.fd(), &dir_c, 0o755) {

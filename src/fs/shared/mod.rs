@@ -28,6 +28,7 @@
 //! (that close is the backing filesystem's own FLUSH) before answering; on
 //! local filesystems FLUSH stays answered ENOSYS (the kernel stops sending it).
 
+pub mod grants;
 pub mod journal;
 pub mod lease;
 
@@ -51,6 +52,8 @@ pub struct SharedTier {
     /// This node holds the sweeper lease (see [`lease`]); only the sweeper
     /// runs background sweeps and removes emptied directories.
     pub(in crate::fs) sweeping: AtomicBool,
+    /// This node's side of the shared budget record (see [`grants`]).
+    pub(in crate::fs) grants: grants::Grants,
 }
 
 impl SharedTier {

@@ -1,0 +1,53 @@
+//! The ledger events of the shared budget's grants (`-o shared`; the
+//! record they are kept against is `crate::fs::shared::grants`). Each takes
+//! the ledger lock once.
+
+use super::Accounts;
+
+/// This node's side of the shared budget, read at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GrantState {
+    /// Bytes this node's own requests and evictions added to the tree
+    /// (signed; see `crate::ledger`'s grant support).
+    pub net: i64,
+    /// Net plus the reservations held now (bytes).
+    pub held: i64,
+    /// Usage as this node sees the tree (bytes).
+    pub usage: u64,
+    /// The grant (bytes), if set.
+    pub granted: Option<i64>,
+}
+
+impl Accounts {
+    /// This node's net, held bytes, usage and grant.
+    pub fn grant_state(&self) -> GrantState {
+        let l = self.guard();
+        GrantState { net: l.net(), held: l.held(), usage: l.usage(), granted: l.granted() }
+    }
+
+    /// Sets the grant to `bytes` (None: no shared budget); returns the state
+    /// after it.
+    pub fn set_granted(&self, bytes: Option<i64>) -> GrantState {
+        let mut l = self.guard();
+        l.set_granted(bytes);
+        GrantState { net: l.net(), held: l.held(), usage: l.usage(), granted: l.granted() }
+    }
+
+    /// Lowers the grant to `bytes`, or to what the node holds now if that is
+    /// more (a reservation admitted meanwhile stays covered); returns the
+    /// grant set.
+    pub fn lower_grant(&self, bytes: i64) -> i64 {
+        let mut l = self.guard();
+        let g = bytes.max(l.held());
+        l.set_granted(Some(g));
+        g
+    }
+
+    /// Starts this node's net from zero (everything counted now is learned)
+    /// and sets the grant to `bytes`.
+    pub fn restart_net(&self, bytes: Option<i64>) {
+        let mut l = self.guard();
+        l.reset_net();
+        l.set_granted(bytes);
+    }
+}

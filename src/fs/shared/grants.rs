@@ -1,0 +1,338 @@
+//! The shared budget (`-o shared`): one record in BACKING, [`BUDGET_FILE`]
+//! in the lease directory, that grants each node the bytes it may hold, so
+//! the whole tree stays within `max_size` at any store rate.
+//!
+//! The record holds the **drift** (bytes of the tree no node counts: what was
+//! there before the nodes came, and the nets of nodes that left or died) and
+//! one line per node: its grant, its last published net (see
+//! `crate::ledger`'s grant support: the bytes its own stores added less what
+//! its removals freed) and a beat. It is changed only under
+//! `flock(LOCK_EX)` on the file, through the distributed filesystem's own
+//! lock manager (the one the open-file protection uses), and every change
+//! keeps **drift + Σ grants ≤ max_size**. A node admits a reservation only
+//! while its net plus its reservations stays within its grant, so the tree's
+//! usage (drift + Σ nets) never passes `max_size`, whatever the store rate.
+//!
+//! - **Taking.** A reservation short of grant takes more under the lock
+//!   (what it lacks plus one [chunk](grant_chunk), or what is free). When
+//!   nothing is free the node evicts inline, which lowers its own net: it
+//!   never waits for another node.
+//! - **Giving back.** Once a second each node publishes its net and gives
+//!   back what it holds unused beyond two chunks, keeping one. The sweeper's
+//!   evictions lower its net below zero, and what it frees reaches the pool
+//!   that way.
+//! - **The sweeper's trigger** is the record's total (drift + Σ nets), read
+//!   at each beat, against the watermarks.
+//! - **Dead nodes.** The sweeper watches every other node's beat by its own
+//!   clock (no clocks are compared); a line unchanged for [`RECLAIM_AFTER`]
+//!   is removed, its net moved to the drift and its grant to the pool. A node
+//!   that finds its line gone starts its net from zero again.
+//! - **Booking the drift.** The first node whose start-up index completes
+//!   while the record has no booking sets the drift to its view of the tree
+//!   less the published nets.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::fmt::Write as _;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use fuser::Errno;
+use parking_lot::Mutex;
+
+use super::SharedTier;
+use crate::fs::Core;
+use crate::fs::accounts::grant::GrantState;
+use crate::stats::Stats;
+use crate::sys;
+
+/// Name of the shared budget record in the lease directory.
+pub const BUDGET_FILE: &str = "budget";
+/// A node whose beat has not changed for this long, by the sweeper's clock,
+/// is taken to be dead and its grant reclaimed (the lease's takeover time).
+pub const RECLAIM_AFTER: Duration = super::lease::TAKEOVER_AFTER;
+
+/// The shared record as read: drift, whether it was booked, and the nodes'
+/// lines `id → (granted, net, beat)`.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Record {
+    drift: i64,
+    booked: bool,
+    nodes: Vec<(String, i64, i64, u64)>,
+}
+
+impl Record {
+    fn parse(text: &str) -> Record {
+        let mut r = Record::default();
+        let mut lines = text.lines();
+        if let Some(head) = lines.next() {
+            let f: Vec<&str> = head.split_whitespace().collect();
+            if f.len() == 4 && f[0] == "boundfs-budget" {
+                r.drift = f[2].parse().unwrap_or(0);
+                r.booked = f[3] == "1";
+            }
+        }
+        for line in lines {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if let [id, g, n, b] = f[..]
+                && let (Ok(g), Ok(n), Ok(b)) = (g.parse(), n.parse(), b.parse())
+            {
+                r.nodes.push((id.to_string(), g, n, b));
+            }
+        }
+        r
+    }
+
+    fn render(&self) -> String {
+        let mut s = format!("boundfs-budget 1 {} {}\n", self.drift, u8::from(self.booked));
+        for (id, g, n, b) in &self.nodes {
+            let _ = writeln!(s, "{id} {g} {n} {b}");
+        }
+        s
+    }
+
+    fn granted_by_others(&self, me: &str) -> i64 {
+        self.nodes.iter().filter(|n| n.0 != me).map(|n| n.1).sum()
+    }
+
+    fn total(&self) -> i64 {
+        self.drift + self.nodes.iter().map(|n| n.2).sum::<i64>()
+    }
+}
+
+/// This node's side of the shared budget.
+#[derive(Default)]
+pub struct Grants {
+    io: Mutex<Io>,
+    /// The record's total (drift + Σ nets, bytes) at the last beat.
+    total: AtomicI64,
+    /// This node's evicted bytes counter at the last beat.
+    evicted_at_beat: AtomicU64,
+}
+
+#[derive(Default)]
+struct Io {
+    id: String,
+    beat: u64,
+    /// Had a line in the record (a later absence means it was reclaimed).
+    registered: bool,
+    /// Other nodes' beats as last seen, and since when (this node's clock).
+    watch: HashMap<String, (u64, Instant)>,
+}
+
+/// Bytes a node takes at a time beyond what it lacks, and keeps unused:
+/// `max_size / 32`, at least 1 MiB. With N nodes each holding at most one
+/// chunk unused at a beat, usage can stay within N chunks of `max_size`.
+pub fn grant_chunk(max_size: u64) -> i64 {
+    (max_size / 32).max(1 << 20) as i64
+}
+
+impl Core {
+    /// One transaction on the record under its flock: `f` changes the record
+    /// given this node's id and state, and returns this node's new grant
+    /// (None: leave its line out). The grant is lowered in the ledger before
+    /// the record is written (never below what the node holds) and raised
+    /// after. Returns the record as written. Errors: the backing errno.
+    fn grant_transaction(
+        &self,
+        io: &mut Io,
+        f: impl FnOnce(&mut Record, &str, GrantState) -> Option<i64>,
+    ) -> Result<Record, Errno> {
+        if io.id.is_empty() {
+            io.id = super::journal::node_id();
+        }
+        let dir = super::lease::lease_dir(self)?;
+        let name = CString::new(BUDGET_FILE).map_err(|_| Errno::EINVAL)?;
+        let fd =
+            sys::openat(dir.as_fd(), &name, libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o644)?;
+        sys::flock(fd.as_fd(), libc::LOCK_EX)?;
+        let mut buf = vec![0u8; 64 << 10];
+        let n = sys::pread_full(fd.as_raw_fd(), &mut buf, 0)?;
+        let mut rec = Record::parse(&String::from_utf8_lossy(&buf[..n]));
+        let me = io.id.clone();
+        let mine = rec.nodes.iter().position(|x| x.0 == me);
+        if mine.is_none() {
+            // New here, or reclaimed as dead: what this node counted so far
+            // is in the drift (or was never its own).
+            let grant = if io.registered { Some(0) } else { self.accounts().grant_state().granted };
+            self.accounts().restart_net(grant);
+            io.registered = true;
+        }
+        let before = self.accounts().grant_state();
+        let wanted = f(&mut rec, &me, before);
+        rec.nodes.retain(|x| x.0 != me);
+        if let Some(mut g) = wanted {
+            if g < before.granted.unwrap_or(0) {
+                g = self.accounts().lower_grant(g);
+            }
+            io.beat += 1;
+            let net = self.accounts().grant_state().net;
+            rec.nodes.push((me, g, net, io.beat));
+            self.write_record(&fd, &rec)?;
+            if g > before.granted.unwrap_or(0) {
+                self.accounts().set_granted(Some(g));
+            }
+        } else {
+            self.write_record(&fd, &rec)?;
+        }
+        Ok(rec)
+    }
+
+    fn write_record(&self, fd: &std::os::fd::OwnedFd, rec: &Record) -> Result<(), Errno> {
+        let text = rec.render();
+        sys::pwrite_full(fd.as_raw_fd(), text.as_bytes(), 0)?;
+        sys::ftruncate(fd.as_raw_fd(), text.len() as u64)?;
+        sys::fsync(fd.as_raw_fd(), true)
+    }
+
+    /// A reservation lacks `short` bytes of grant: takes them plus one chunk
+    /// from what the record has free, or what there is. Returns the bytes
+    /// gained (0: none free, or the record could not be read; logged).
+    pub(crate) fn grant_take(&self, tier: &SharedTier, short: u64) -> u64 {
+        let mut io = tier.grants.io.lock();
+        let max = self.accounts().policy().max_size as i64;
+        let chunk = grant_chunk(max as u64);
+        let mut old = 0;
+        let r = self.grant_transaction(&mut io, |rec, me, st| {
+            old = st.granted.unwrap_or(0);
+            let free = max - rec.drift - rec.granted_by_others(me);
+            Some((st.held + short as i64 + chunk).min(free).max(old.min(free)))
+        });
+        match r {
+            Ok(rec) => {
+                let now = rec.nodes.iter().find(|x| x.0 == io.id).map_or(0, |x| x.1);
+                u64::try_from(now - old).unwrap_or(0)
+            }
+            Err(e) => {
+                crate::warn_limited!(
+                    "shared tier: could not read the shared budget record: {e:?}; stores wait for eviction"
+                );
+                0
+            }
+        }
+    }
+
+    /// The once-a-second beat: publishes this node's net, gives back what it
+    /// holds unused beyond two chunks, and, on the sweeper, reclaims dead
+    /// nodes' lines and records the tree's total for its trigger.
+    pub(crate) fn grant_beat(&self, tier: &SharedTier, sweeping: bool) {
+        let mut io = tier.grants.io.lock();
+        let max = self.accounts().policy().max_size as i64;
+        let chunk = grant_chunk(max as u64);
+        let now = Instant::now();
+        let mut watch = std::mem::take(&mut io.watch);
+        let r = self.grant_transaction(&mut io, |rec, me, st| {
+            if sweeping {
+                let mut seen = HashMap::new();
+                rec.nodes.retain(|(id, _, net, beat)| {
+                    if id == me {
+                        return true;
+                    }
+                    let since = match watch.get(id) {
+                        Some((b, t)) if b == beat => *t,
+                        _ => now,
+                    };
+                    if now.duration_since(since) >= RECLAIM_AFTER {
+                        log::warn!(
+                            "shared tier: node {id} has not beaten for {RECLAIM_AFTER:?}: its grant is reclaimed"
+                        );
+                        rec.drift += net;
+                        return false;
+                    }
+                    seen.insert(id.clone(), (*beat, since));
+                    true
+                });
+                watch = seen;
+            }
+            let g = st.granted.unwrap_or(0);
+            let free = max - rec.drift - rec.granted_by_others(me);
+            let keep = if g - st.held > 2 * chunk { st.held + chunk } else { g };
+            Some(keep.min(free.max(st.held.min(g))))
+        });
+        io.watch = watch;
+        match r {
+            Ok(rec) => {
+                tier.grants.total.store(rec.total(), Ordering::Relaxed);
+                tier.grants.evicted_at_beat.store(Stats::get(&self.stats().evicted_bytes), Ordering::Relaxed);
+            }
+            Err(e) => crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}"),
+        }
+    }
+
+    /// The sweeper's excess by the record (bytes above the low watermark at
+    /// the last beat, less what this node evicted since).
+    pub(crate) fn grant_excess(&self, tier: &SharedTier) -> u64 {
+        let p = self.accounts().policy();
+        let low = p.low_bytes() as i64;
+        let evicted = Stats::get(&self.stats().evicted_bytes) - tier.grants.evicted_at_beat.load(Ordering::Relaxed);
+        u64::try_from(tier.grants.total.load(Ordering::Relaxed) - low - evicted as i64).unwrap_or(0)
+    }
+
+    /// Whether the record's total (at the last beat) is above the high watermark.
+    pub(crate) fn grant_should_wake(&self, tier: &SharedTier) -> bool {
+        let p = self.accounts().policy();
+        tier.grants.total.load(Ordering::Relaxed) > p.high_bytes() as i64
+    }
+
+    /// The start-up index is complete: if the record has no booking yet,
+    /// books the drift as this node's view of the tree less the published nets.
+    pub(crate) fn grant_book(&self, tier: &SharedTier) {
+        let mut io = tier.grants.io.lock();
+        let r = self.grant_transaction(&mut io, |rec, me, st| {
+            if !rec.booked {
+                let nets: i64 = rec.nodes.iter().filter(|n| n.0 != me).map(|n| n.2).sum();
+                rec.drift = (st.usage as i64 - st.net - nets).max(0);
+                rec.booked = true;
+                log::info!(
+                    "shared tier: {} bytes of the tree were there before the nodes; they count in the budget",
+                    rec.drift
+                );
+            }
+            st.granted
+        });
+        if let Err(e) = r {
+            crate::warn_limited!("shared tier: could not book the tree in the shared budget record: {e:?}");
+        }
+    }
+
+    /// Unmount: this node's net moves to the drift and its line goes (the
+    /// last node to leave clears the record, which the next first node books).
+    pub(crate) fn grant_leave(&self, tier: &SharedTier) {
+        let mut io = tier.grants.io.lock();
+        let r = self.grant_transaction(&mut io, |rec, _, st| {
+            rec.drift += st.net;
+            None
+        });
+        match r {
+            Ok(rec) if rec.nodes.is_empty() => {
+                if let Ok(dir) = super::lease::lease_dir(self)
+                    && let Ok(name) = CString::new(BUDGET_FILE)
+                {
+                    let _ = sys::unlinkat(dir.as_fd(), &name, 0);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => crate::warn_limited!("shared tier: could not leave the shared budget record: {e:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Record;
+
+    #[test]
+    fn the_record_reads_back_what_it_wrote_and_ignores_torn_lines() {
+        let r = Record { drift: 5, booked: true, nodes: vec![("a".into(), 10, -3, 7), ("b".into(), 20, 20, 1)] };
+        assert_eq!(Record::parse(&r.render()), r);
+        assert_eq!(r.total(), 22);
+        assert_eq!(r.granted_by_others("a"), 20);
+        let torn = format!("{}c 1", r.render());
+        assert_eq!(Record::parse(&torn), r);
+    }
+}
+
+#[cfg(test)]
+#[path = "grants_tests.rs"]
+mod grants_tests;
