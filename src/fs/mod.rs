@@ -353,6 +353,7 @@ impl Core {
         }
         let mut waited = false;
         let mut journal_read = false;
+        let mut forced = false;
         for _ in 0..16 {
             // close(2) returns before the kernel's RELEASE reaches us: a file
             // just closed may still look open. The first time the room is
@@ -372,11 +373,18 @@ impl Core {
                 Attempt::NeedGrant { short } => {
                     // The shared budget: take grant; what none is free for,
                     // this node makes by evicting (its net goes down).
-                    let got = self.shared.as_ref().map_or(0, |t| self.grant_take(t, short));
+                    let got = self.shared.as_ref().map_or(0, |t| self.grant_take(t, short, forced));
                     if got >= short {
                         continue;
                     }
-                    (short - got, u64::MAX)
+                    if self.evict(short - got, wait) == 0 {
+                        if forced {
+                            break;
+                        }
+                        // Nothing to evict here: ask the record again at once.
+                        forced = true;
+                    }
+                    continue;
                 }
             };
             // Shared tier: blocks other nodes evicted since this node last

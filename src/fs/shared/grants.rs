@@ -89,6 +89,9 @@ impl Record {
         for (id, g, n, b) in &self.nodes {
             let _ = writeln!(s, "{id} {g} {n} {b}");
         }
+        // Padded with blank lines to whole pages (see `grant_transaction`).
+        let pad = s.len().div_ceil(4096).max(1) * 4096 - s.len();
+        s.extend(std::iter::repeat_n('\n', pad));
         s
     }
 
@@ -109,7 +112,15 @@ pub struct Grants {
     total: AtomicI64,
     /// This node's evicted bytes counter at the last beat.
     evicted_at_beat: AtomicU64,
+    /// When a take last found nothing free: for [`EMPTY_WAIT`] after, a
+    /// short node evicts for itself instead of asking again.
+    empty_at: Mutex<Option<Instant>>,
 }
+
+/// How long after a take found nothing free a node evicts for itself
+/// instead of asking the record again (grant comes back at the beats, once a
+/// second): one transaction per second at most while the pool is empty.
+pub const EMPTY_WAIT: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct Io {
@@ -147,7 +158,11 @@ impl Core {
         let fd =
             sys::openat(dir.as_fd(), &name, libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o644)?;
         sys::flock(fd.as_fd(), libc::LOCK_EX)?;
-        let mut buf = vec![0u8; 64 << 10];
+        // The size from the filesystem, not this client's attribute cache
+        // (a second old on JuiceFS); the record is padded to whole pages, so
+        // its size rarely changes anyway.
+        let (size, _) = sys::size_synced(fd.as_fd())?;
+        let mut buf = vec![0u8; usize::try_from(size).map_err(|_| Errno::EFBIG)?];
         let n = sys::pread_full(fd.as_raw_fd(), &mut buf, 0)?;
         let mut rec = Record::parse(&String::from_utf8_lossy(&buf[..n]));
         let me = io.id.clone();
@@ -189,7 +204,12 @@ impl Core {
     /// A reservation lacks `short` bytes of grant: takes them plus one chunk
     /// from what the record has free, or what there is. Returns the bytes
     /// gained (0: none free, or the record could not be read; logged).
-    pub(crate) fn grant_take(&self, tier: &SharedTier, short: u64) -> u64 {
+    /// Unless `force`, a take within [`EMPTY_WAIT`] of one that found nothing
+    /// free returns 0 at once (the caller evicts for itself).
+    pub(crate) fn grant_take(&self, tier: &SharedTier, short: u64, force: bool) -> u64 {
+        if !force && tier.grants.empty_at.lock().is_some_and(|t| t.elapsed() < EMPTY_WAIT) {
+            return 0;
+        }
         let mut io = tier.grants.io.lock();
         let max = self.accounts().policy().max_size as i64;
         let chunk = grant_chunk(max as u64);
@@ -202,7 +222,9 @@ impl Core {
         match r {
             Ok(rec) => {
                 let now = rec.nodes.iter().find(|x| x.0 == io.id).map_or(0, |x| x.1);
-                u64::try_from(now - old).unwrap_or(0)
+                let got = u64::try_from(now - old).unwrap_or(0);
+                *tier.grants.empty_at.lock() = (got < short).then(Instant::now);
+                got
             }
             Err(e) => {
                 crate::warn_limited!(
