@@ -85,14 +85,7 @@ shared_juicefs "$NODES"
 mnts=()
 case "$MODE" in
     shared)
-        node_mount 1 "max_size=$MAXS,reconcile_interval=$RI"
-        _sweeps() { [ "$(node_stat 1 sweeper)" = True ]; }
-        poll_until 20 "node 1 holding the sweeper lease" _sweeps
-        _indexed() { [ "$(node_stat "$1" indexing)" = False ]; }
-        for ((k = 2; k <= NODES; k++)); do
-            node_mount "$k" "max_size=$MAXS,reconcile_interval=$RI"
-            poll_until 20 "node $k's start-up index" _indexed "$k"
-        done
+        shared_nodes_up "$NODES" "max_size=$MAXS,reconcile_interval=$RI"
         for ((k = 1; k <= NODES; k++)); do mnts+=(--mnt "$BFS_TMP/mnt$k"); done
         ;;
     plain)
@@ -119,11 +112,8 @@ if [ "$MODE" = idle ]; then
     [ -n "$OUT" ] && printf '%s\n' "$out" >>"$OUT"
     exit 0
 fi
-redis_ns=()
-[ -n "${SHARED_NS_OF[1]:-}" ] && redis_ns=(--redis-netns "/run/netns/${SHARED_NS_OF[1]}")
 log "$MODE, $NODES node(s), max_size $MAXS, reconcile_interval $RI, $WRITERS writers per node, ${SECS}s ($SHARED_MODE)"
-out=$($PY "$BFS_HELPERS/shared_bench.py" "${mnts[@]}" --statfs "$BFS_TMP/jfs1" --max "$MAX" \
-    --redis "${SHARED_META[1]}" "${redis_ns[@]}" --seconds "$SECS" --writers "$WRITERS" \
+out=$(shared_bench "${mnts[@]}" --max "$MAX" --seconds "$SECS" --writers "$WRITERS" \
     ${TRACE:+--trace "$TRACE"}) || fail "load failed: $out"
 probe="{}"
 if [ -n "$probe_pid" ]; then

@@ -9,6 +9,13 @@
 #   node_mount K OPTS       start node K's boundfs (-o shared,OPTS) on $MNTk
 #   node_kill K             SIGKILL node K's boundfs (its mount is left dead)
 #   jfs_kill K / jfs_mount K  kill / start node K's JuiceFS client
+#   shared_nodes_up N OPTS  nodes 1..N mounted: node 1 first, holding the
+#                           sweeper lease, then each after its start-up index
+#   shared_bench ARGS...    tests/sh/helpers/shared_bench.py (the full-speed
+#                           load) with the volume's Redis usedSpace counter
+#   shared_used             that counter now (bytes)
+#   shared_tree NAME        a fresh directory NAME at the volume's root as
+#                           every node's BACKING (JuiceFS)
 #
 # After shared_*: BACKING1..N (each node's backing directory), MNT1..N (each
 # node's mountpoint), SHARED_MODE (local, netns or loopback).
@@ -121,6 +128,51 @@ for i in range(first, last + 1):
     with open(os.path.join(d, name + ".bin"), "wb") as f:
         f.write(content(2 << 20, name))
 PY
+}
+
+# shared_nodes_up N OPTS: node 1 mounted (-o shared,OPTS) and holding the
+# sweeper lease, then nodes 2..N, each once its start-up index is done
+shared_nodes_up() {
+    local n=$1 opts=$2 k
+    node_mount 1 "$opts"
+    poll_until 20 "node 1 holding the sweeper lease" _node_sweeps 1
+    for ((k = 2; k <= n; k++)); do
+        node_mount "$k" "$opts"
+        poll_until 20 "node $k's start-up index" _node_indexed "$k"
+    done
+}
+_node_sweeps() { [ "$(node_stat "$1" sweeper)" = True ]; }
+_node_indexed() { [ "$(node_stat "$1" indexing)" = False ]; }
+
+# shared_bench ARGS...: the full-speed load and its figures
+# (tests/sh/helpers/shared_bench.py ARGS: --mnt ROOT per node, --max, ...),
+# the usage read from the volume's Redis usedSpace counter (from node 1's
+# namespace) and statvfs of node 1's JuiceFS client; prints its JSON line
+shared_bench() {
+    local ns=()
+    [ -n "${SHARED_NS_OF[1]:-}" ] && ns=(--redis-netns "/run/netns/${SHARED_NS_OF[1]}")
+    $PY "$BFS_HELPERS/shared_bench.py" --statfs "$BFS_TMP/jfs1" --redis "${SHARED_META[1]}" "${ns[@]}" "$@"
+}
+
+# shared_used: the volume's Redis usedSpace counter now (bytes)
+shared_used() {
+    BFS_HELPERS=$BFS_HELPERS $PY - "${SHARED_META[1]}" "${SHARED_NS_OF[1]:+/run/netns/${SHARED_NS_OF[1]}}" <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["BFS_HELPERS"])
+from occupancy_trace import RedisCounter
+print(RedisCounter(sys.argv[1], sys.argv[2] or None).get("usedSpace"))
+PY
+}
+
+# shared_tree NAME: make NAME at the volume's root (through node 1's
+# client) and make it BACKING1..N ($BFS_TMP/jfsK/NAME); nodes mounted
+# afterwards serve it
+shared_tree() {
+    mkdir "$BFS_TMP/jfs1/$1" || fail "mkdir $1 on JuiceFS"
+    local k
+    for ((k = 1; k <= SHARED_N; k++)); do
+        eval "BACKING$k=\$BFS_TMP/jfs$k/$1"
+    done
 }
 
 # node_stat K FIELD: one field of node K's live stats
