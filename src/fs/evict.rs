@@ -228,7 +228,7 @@ impl Core {
                 Some(Ok(fd))
                     if sys::fstat(fd.as_fd()).is_ok_and(|st| key_of(&st) == key) && self.lock_victim(fd.as_fd()) => {}
                 Some(Err(e)) if *e == Errno::ENOENT => {
-                    return Err(Kept::AlreadyGone(self.accounts.finish_removal(key)));
+                    return Err(Kept::AlreadyGone(self.accounts.finish_removal_elsewhere(key)));
                 }
                 _ => {
                     self.accounts.abort_removal(key);
@@ -254,7 +254,7 @@ impl Core {
                 self.accounts.finish_removal(key)
             }
             Err(e) if e == Errno::ENOENT && what != Removal::Dir => {
-                return Err(Kept::AlreadyGone(self.accounts.finish_removal(key)));
+                return Err(Kept::AlreadyGone(self.accounts.finish_removal_elsewhere(key)));
             }
             Err(e) => {
                 self.accounts.abort_removal(key);

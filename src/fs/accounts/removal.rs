@@ -52,6 +52,17 @@ impl Accounts {
         self.guard().finish_removal(key)
     }
 
+    /// The removal begun by [`Accounts::begin_removal`] found the file
+    /// already gone (another node, or a process behind the mount, removed
+    /// it first): `key` leaves usage, as learned rather than as this node's
+    /// removal (see the shared budget's net); returns the bytes it counted.
+    pub fn finish_removal_elsewhere(&self, key: FileKey) -> u64 {
+        let mut l = self.guard();
+        let n = l.finish_removal(key);
+        l.learn(-(n as i64));
+        n
+    }
+
     /// The removal begun by [`Accounts::begin_removal`] did not happen.
     pub fn abort_removal(&self, key: FileKey) {
         self.guard().abort_removal(key);

@@ -170,6 +170,9 @@ impl Core {
         if mine.is_none() {
             // New here, or reclaimed as dead: what this node counted so far
             // is in the drift (or was never its own).
+            if io.registered {
+                log::warn!("shared tier: this node's line in the shared budget record was reclaimed; counting from zero again");
+            }
             let grant = if io.registered { Some(0) } else { self.accounts().grant_state().granted };
             self.accounts().restart_net(grant);
             io.registered = true;
