@@ -60,6 +60,16 @@ impl Core {
     /// operations must not wait: their client holds a directory lock in the
     /// kernel that the invalidation may need.
     pub fn evict(&self, bytes: u64, wait: bool) -> u64 {
+        self.evict_from(bytes, wait, false)
+    }
+
+    /// [`Core::evict`] of blocks this node made only: what frees its grant
+    /// of the shared budget (`super::shared::grants`).
+    pub(crate) fn evict_own(&self, bytes: u64, wait: bool) -> u64 {
+        self.evict_from(bytes, wait, true)
+    }
+
+    fn evict_from(&self, bytes: u64, wait: bool, own: bool) -> u64 {
         let mut freed = 0;
         let mut ticket = None;
         // A victim another node holds open goes back to the LRU as most
@@ -69,7 +79,7 @@ impl Core {
         // a newer stamp, so this ends.
         let mut tried = std::collections::HashMap::new();
         while freed < bytes {
-            let Some((key, path, known)) = self.accounts.choose_victim() else { break };
+            let Some((key, path, known)) = self.accounts.choose_victim(own) else { break };
             if tried.insert(key, known) == Some(known) {
                 self.touch(key);
                 break;
@@ -228,7 +238,7 @@ impl Core {
                 Some(Ok(fd))
                     if sys::fstat(fd.as_fd()).is_ok_and(|st| key_of(&st) == key) && self.lock_victim(fd.as_fd()) => {}
                 Some(Err(e)) if *e == Errno::ENOENT => {
-                    return Err(Kept::AlreadyGone(self.accounts.finish_removal_elsewhere(key)));
+                    return Err(Kept::AlreadyGone(self.accounts.finish_removal(key)));
                 }
                 _ => {
                     self.accounts.abort_removal(key);
@@ -254,7 +264,7 @@ impl Core {
                 self.accounts.finish_removal(key)
             }
             Err(e) if e == Errno::ENOENT && what != Removal::Dir => {
-                return Err(Kept::AlreadyGone(self.accounts.finish_removal_elsewhere(key)));
+                return Err(Kept::AlreadyGone(self.accounts.finish_removal(key)));
             }
             Err(e) => {
                 self.accounts.abort_removal(key);

@@ -353,7 +353,7 @@ impl Core {
         }
         let mut waited = false;
         let mut journal_read = false;
-        let mut forced = false;
+        let (mut took, mut forced) = (false, false);
         for _ in 0..16 {
             // close(2) returns before the kernel's RELEASE reaches us: a file
             // just closed may still look open. The first time the room is
@@ -371,17 +371,22 @@ impl Core {
                 }
                 Attempt::Short { short, evictable } => (short, evictable),
                 Attempt::NeedGrant { short } => {
-                    // The shared budget: take grant; what none is free for,
-                    // this node makes by evicting (its net goes down).
-                    let got = self.shared.as_ref().map_or(0, |t| self.grant_take(t, short, forced));
-                    if got >= short {
+                    // The shared budget: take grant and try again (the
+                    // shortfall may have moved meanwhile); still short, this
+                    // node makes room by evicting (its net goes down), and
+                    // with nothing to evict asks the record again at once.
+                    if !took {
+                        took = true;
+                        if let Some(t) = &self.shared {
+                            self.grant_take(t, short, forced);
+                        }
                         continue;
                     }
-                    if self.evict(short - got, wait) == 0 {
+                    took = false;
+                    if self.evict_own(short, wait) == 0 {
                         if forced {
                             break;
                         }
-                        // Nothing to evict here: ask the record again at once.
                         forced = true;
                     }
                     continue;

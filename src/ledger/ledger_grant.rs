@@ -1,48 +1,72 @@
 //! Ledger support for the shared budget's grants (`-o shared`; see
 //! `crate::fs::shared::grants`). Pure, no I/O.
 //!
-//! A node's **net** is the bytes its own requests and evictions added to the
-//! shared tree: its usage (its view of the whole tree) less what it
-//! *learned* from walks and other nodes (the start-up index, a reconcile
-//! pass's adoptions, drops and resizes, the removals read from other nodes'
-//! journals). Another node's store counts in that node's net only, and a
-//! block this node evicts, whoever stored it, lowers this node's net. So the
-//! nets of all nodes add up to the tree's usage, less what changed behind
-//! the mounts (the shared record's drift).
+//! A node's **net** is the bytes of the objects it made (files created and
+//! directories made through its mount) that are still in the tree, as far
+//! as it knows: an object another node removes leaves it once this node
+//! learns so (its journal, a reconcile pass, an eviction finding it gone),
+//! so until then the net counts it still, on the safe side. Every object
+//! made through a mount counts in exactly one net, so the nets of all nodes
+//! add up to at least the tree's usage, less what was made behind the
+//! mounts (the shared record's drift).
 //!
 //! With a grant set, a reservation is admitted only while net + reserved
 //! stays within the grant: the sum of the grants is kept within `max_size`
 //! by the shared record, so the tree's usage is too, at any store rate.
 
-use super::{FileKey, Ledger, State};
+use super::{FileKey, Ledger};
 
 /// The grant state of a ledger (see the module docs).
 #[derive(Debug, Default)]
 pub struct Grant {
-    /// Bytes of usage learned from walks and other nodes (may go negative:
-    /// this node's own stores that another node evicted).
-    learned: i64,
+    /// Bytes of the entries made here (`Entry::local`): the net.
+    local: u64,
     /// Bytes this node may hold (net + reserved); None without a shared budget.
     granted: Option<i64>,
 }
 
 impl Ledger {
-    /// Usage changed by `delta` bytes through a walk or another node's
-    /// removal, not through this node's requests (see the module docs).
-    pub fn learn(&mut self, delta: i64) {
-        self.grant.learned += delta;
-    }
-
-    /// This node's net bytes: usage less what it learned. Signed: a node
-    /// that evicts other nodes' blocks has a negative net.
+    /// This node's net: bytes of the objects made here still counted.
     pub fn net(&self) -> i64 {
-        self.usage as i64 - self.grant.learned
+        self.grant.local as i64
     }
 
-    /// Starts counting the net from zero: everything counted now is learned
-    /// (a node whose shared record was reclaimed, or that joins a tree).
+    /// Starts counting the net from zero: nothing counted now is this
+    /// node's any more (a node whose line in the shared record was
+    /// reclaimed: its bytes moved to the record's drift). O(entries).
     pub fn reset_net(&mut self) {
-        self.grant.learned = self.usage as i64;
+        self.entries.values_mut().for_each(|e| e.local = false);
+        self.grant.local = 0;
+    }
+
+    /// Marks `key` as made through this mount: its bytes join the net.
+    pub fn mark_local(&mut self, key: FileKey) {
+        if let Some(e) = self.entries.get_mut(&key)
+            && !e.local
+        {
+            e.local = true;
+            self.grant.local += e.size;
+        }
+    }
+
+    /// Bytes of the objects made through this mount still in the tree (the
+    /// net, unsigned). O(1).
+    pub fn local_bytes(&self) -> u64 {
+        self.grant.local
+    }
+
+    /// An entry's size changed from `old` to `new` bytes (the ledger's totals).
+    pub(super) fn local_resized(&mut self, key: FileKey, old: u64, new: u64) {
+        if self.entries.get(&key).is_some_and(|e| e.local) {
+            self.grant.local = self.grant.local - old + new;
+        }
+    }
+
+    /// An entry left the ledger.
+    pub(super) fn local_removed(&mut self, e: &super::Entry) {
+        if e.local {
+            self.grant.local -= e.size;
+        }
     }
 
     /// The grant (bytes), if the shared budget is on.
@@ -67,14 +91,21 @@ impl Ledger {
     /// under that key is of an object already removed whose inode number the
     /// filesystem reused (an eviction or rmdir between its unlink and its
     /// ledger update, here or on another node): drop it, so the new object
-    /// is recorded afresh. Unless this node was removing it, the removal was
-    /// not this node's: its bytes leave the net as learned.
+    /// is recorded afresh.
     pub fn fresh(&mut self, key: FileKey) {
-        if let Some(e) = self.remove(key)
-            && e.state != State::Evicting
-        {
-            self.learn(-(e.size as i64));
-        }
+        self.remove(key);
+    }
+
+    /// Eviction for this node's own grant: the least recently used evictable
+    /// block this node made (among the 4096 least recent), taken out of the
+    /// LRU like [`Ledger::take_victim`]'s choice.
+    pub fn take_own_victim(&mut self) -> Option<(FileKey, std::path::PathBuf)> {
+        let key = self.entries.lru_coldest_where(4096, |e| e.local && e.path.is_some())?;
+        let e = self.entries.get(&key)?;
+        let (size, path) = (e.size, e.path.as_deref()?.to_path_buf());
+        self.entries.lru_remove(&key);
+        self.lru_bytes -= size;
+        Some((key, path))
     }
 
     /// Bytes this node holds against its grant: net plus reservations.
@@ -89,12 +120,11 @@ mod tests {
     use crate::ledger::Ledger;
 
     #[test]
-    fn learned_bytes_are_not_net_and_a_grant_bounds_net_plus_reserved() {
+    fn the_net_is_what_this_node_made_and_a_grant_bounds_net_plus_reserved() {
         let mut l = Ledger::new(1 << 30);
         let k = |i| FileKey { dev: 1, ino: i };
         assert!(l.index(k(1), 100, true, Some("a.bin".into())));
-        l.learn(100);
-        assert_eq!(l.net(), 0, "an indexed file is learned, not this node's");
+        assert_eq!(l.net(), 0, "an indexed file is not this node's");
         l.set_granted(Some(50));
         assert_eq!(l.grant_short(50), 0);
         assert_eq!(l.grant_short(60), 10);
@@ -102,8 +132,13 @@ mod tests {
         assert_eq!(l.grant_short(20), 10, "reservations count against the grant");
         l.release(40);
         l.upsert(k(2), 30, true, Some("b.bin".into()), 0);
+        l.mark_local(k(2));
         assert_eq!(l.net(), 30, "a file this node made is its own");
+        l.set_size(k(2), 45);
+        assert_eq!(l.net(), 45);
         l.remove(k(1));
-        assert_eq!(l.net(), -70, "evicting a learned file lowers the net");
+        assert_eq!(l.net(), 45, "removing another node's file leaves the net");
+        l.remove(k(2));
+        assert_eq!(l.net(), 0);
     }
 }

@@ -251,6 +251,7 @@ impl Ledger {
     /// Applies a size change of `key` (from `old` to `new` bytes) to the totals.
     fn resize(&mut self, key: FileKey, old: u64, new: u64) {
         self.usage = self.usage - old + new;
+        self.local_resized(key, old, new);
         if self.entries.lru_contains(&key) {
             self.lru_bytes = self.lru_bytes - old + new;
         }
@@ -459,6 +460,7 @@ impl Ledger {
         self.known.remove(&key);
         let e = self.entries.remove(&key)?;
         self.usage -= e.size;
+        self.local_removed(&e);
         self.open_handles -= u64::from(e.opens);
         if e.block {
             self.block_files -= 1;

@@ -231,6 +231,23 @@ impl Table {
         true
     }
 
+    /// The least recently used key for which `pick` holds, looking at most
+    /// `limit` keys from the cold end (O(limit)).
+    pub fn lru_coldest_where(&self, limit: usize, pick: impl Fn(&Entry) -> bool) -> Option<FileKey> {
+        let mut i = self.cold;
+        for _ in 0..limit {
+            if i == NIL {
+                return None;
+            }
+            let s = &self.slots[i as usize];
+            if pick(&s.entry) {
+                return Some(s.key);
+            }
+            i = s.next;
+        }
+        None
+    }
+
     /// Takes the least recently used key out of the LRU.
     pub fn lru_pop_cold(&mut self) -> Option<FileKey> {
         if self.cold == NIL {

@@ -361,14 +361,8 @@ impl Accounts {
     /// it was unknown (and then whether to wake the evictor).
     pub fn found(&self, key: FileKey, size: u64, block: bool, path: Option<PathBuf>, kind: Kind, now: u32) -> bool {
         let mut l = self.guard();
-        let (usage, open) = (l.usage(), l.get(&key).is_some_and(|e| e.opens > 0));
         l.upsert(key, size, block, path, now);
         l.set_kind(key, kind);
-        if !open {
-            // Made or changed by another node or behind the mount.
-            let delta = l.usage() as i64 - usage as i64;
-            l.learn(delta);
-        }
         l.should_wake()
     }
 
@@ -443,6 +437,8 @@ impl Accounts {
         l.fresh(key);
         l.upsert(key, size, false, None, now);
         l.set_kind(key, Kind::Dir);
+        // Made here: this node's part of a shared tier's usage.
+        l.mark_local(key);
     }
 
     /// The path of a created file whose parent the ledger had no path for

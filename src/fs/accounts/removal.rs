@@ -11,9 +11,11 @@ impl Accounts {
     /// Eviction's choice: the least recently used evictable block file, its
     /// path, and the mtime this node knows for it (shared tier), taken out
     /// of the LRU until [`Accounts::park`] or the removal's end.
-    pub fn choose_victim(&self) -> Option<(FileKey, PathBuf, Option<i64>)> {
+    /// With `own`, only a block this node made (the shared budget's
+    /// eviction for this node's grant, `crate::fs::shared::grants`).
+    pub fn choose_victim(&self, own: bool) -> Option<(FileKey, PathBuf, Option<i64>)> {
         let mut l = self.guard();
-        let (key, path) = l.take_victim()?;
+        let (key, path) = if own { l.take_own_victim()? } else { l.take_victim()? };
         let known = l.known_mtime(key);
         Some((key, path, known))
     }
@@ -52,17 +54,6 @@ impl Accounts {
         self.guard().finish_removal(key)
     }
 
-    /// The removal begun by [`Accounts::begin_removal`] found the file
-    /// already gone (another node, or a process behind the mount, removed
-    /// it first): `key` leaves usage, as learned rather than as this node's
-    /// removal (see the shared budget's net); returns the bytes it counted.
-    pub fn finish_removal_elsewhere(&self, key: FileKey) -> u64 {
-        let mut l = self.guard();
-        let n = l.finish_removal(key);
-        l.learn(-(n as i64));
-        n
-    }
-
     /// The removal begun by [`Accounts::begin_removal`] did not happen.
     pub fn abort_removal(&self, key: FileKey) {
         self.guard().abort_removal(key);
@@ -77,8 +68,6 @@ impl Accounts {
         if l.get(&key).and_then(|e| e.path.as_deref()) != Some(rel) {
             return None;
         }
-        let n = l.drop_unused(key);
-        l.learn(-(n as i64));
-        Some(n)
+        Some(l.drop_unused(key))
     }
 }

@@ -100,9 +100,7 @@ impl Accounts {
         let blocks = found.iter().filter(|f| f.block).count();
         let mut l = self.guard();
         l.files_made_in(dir, blocks);
-        let before = report.bytes;
         record_indexed(&mut l, found, stamped_after, report, order);
-        l.learn((report.bytes - before) as i64);
     }
 
     /// Start-up index, shared tier: the indexed blocks' mtimes (`order`, as
@@ -155,10 +153,7 @@ impl Accounts {
     /// still live, unopened and at the path `rel` the check was made on.
     /// Returns the bytes dropped, or None when it was kept.
     pub fn drop_unused_at(&self, key: FileKey, rel: Option<&Path>) -> Option<u64> {
-        let mut l = self.guard();
-        let n = drop_if_still(&mut l, key, rel)?;
-        l.learn(-(n as i64));
-        Some(n)
+        drop_if_still(&mut self.guard(), key, rel)
     }
 
     /// Shared tier: blocks other nodes removed, as `(key, path)`, stop
@@ -166,21 +161,14 @@ impl Accounts {
     /// Returns the bytes dropped.
     pub fn drop_removed_elsewhere(&self, removed: &[(FileKey, PathBuf)]) -> u64 {
         let mut l = self.guard();
-        let n: u64 = removed.iter().filter_map(|(key, path)| drop_if_still(&mut l, *key, Some(path))).sum();
-        l.learn(-(n as i64));
-        n
+        removed.iter().filter_map(|(key, path)| drop_if_still(&mut l, *key, Some(path))).sum()
     }
 
     /// Reconcile: counts a file found in BACKING that the ledger does not
     /// know (`size` allocated bytes; `path` for a block file). False, and
     /// nothing changed, if it is known.
     pub fn adopt(&self, key: FileKey, size: u64, block: bool, path: Option<PathBuf>) -> bool {
-        let mut l = self.guard();
-        let new = l.adopt(key, size, block, path);
-        if new {
-            l.learn(size as i64);
-        }
-        new
+        self.guard().adopt(key, size, block, path)
     }
 
     /// Reconcile: adopted blocks `placed` take their place in the LRU by
@@ -199,15 +187,10 @@ impl Accounts {
     /// ledger already said so (or does not know it).
     pub fn resized(&self, key: FileKey, size: u64) -> bool {
         let mut l = self.guard();
-        let Some((old, open)) = l.get(&key).map(|e| (e.size, e.opens > 0)).filter(|(old, _)| *old != size) else {
+        if l.get(&key).is_none_or(|e| e.size == size) {
             return false;
-        };
-        l.set_size(key, size);
-        // A file open here grows by this node's own writes (a passthrough
-        // writer's, trued up at RELEASE): those bytes are this node's.
-        if !open {
-            l.learn(size as i64 - old as i64);
         }
+        l.set_size(key, size);
         true
     }
 

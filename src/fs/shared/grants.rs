@@ -172,9 +172,8 @@ impl Core {
             // is in the drift (or was never its own).
             if io.registered {
                 log::warn!("shared tier: this node's line in the shared budget record was reclaimed; counting from zero again");
+                self.accounts().restart_net(Some(0));
             }
-            let grant = if io.registered { Some(0) } else { self.accounts().grant_state().granted };
-            self.accounts().restart_net(grant);
             io.registered = true;
         }
         let before = self.accounts().grant_state();
@@ -220,12 +219,14 @@ impl Core {
         let r = self.grant_transaction(&mut io, |rec, me, st| {
             old = st.granted.unwrap_or(0);
             let free = max - rec.drift - rec.granted_by_others(me);
-            Some((st.held + short as i64 + chunk).min(free).max(old.min(free)))
+            // `short` is what the grant lacked for the reservation asked.
+            Some((old + short as i64 + chunk).min(free).max(old.min(free)))
         });
         match r {
             Ok(rec) => {
                 let now = rec.nodes.iter().find(|x| x.0 == io.id).map_or(0, |x| x.1);
                 let got = u64::try_from(now - old).unwrap_or(0);
+                log::debug!("shared budget: took {got} bytes for {short} short (grant {old} -> {now}, drift {})", rec.drift);
                 *tier.grants.empty_at.lock() = (got < short).then(Instant::now);
                 got
             }
