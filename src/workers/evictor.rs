@@ -86,7 +86,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         let sweeping = core.shared() && lease.poll(&core);
         if let Some(t) = core.shared_tier() {
             // The shared budget's beat: publish the net, give back unused
-            // grant, and on the sweeper read the tree's total (fs/shared/grants.rs).
+            // grant, and on the sweeper reclaim dead nodes' lines (fs/shared/grants.rs).
             core.grant_beat(t, sweeping);
         }
         if core.shared() && !sweeping {
@@ -100,7 +100,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             sweeps.flush(&core);
             continue;
         }
-        if !core.accounts().should_wake() && !core.shared_tier().is_some_and(|t| core.grant_should_wake(t)) {
+        if !core.accounts().should_wake() {
             core.unevictable().clear();
             sweeps.flush(&core);
             continue;
@@ -118,9 +118,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             if let Some(t) = core.shared_tier() {
                 core.journal_apply(t, true);
             }
-            let local = if stuck { core.accounts().over_max() } else { core.accounts().excess() };
-            // The shared budget: the tree's total by the record counts too.
-            local.max(core.shared_tier().map_or(0, |t| core.grant_excess(t)))
+            if stuck { core.accounts().over_max() } else { core.accounts().excess() }
         };
         let mut excess = measure();
         let batch = if core.shared() { excess.div_ceil(SWEEP_BATCHES).max(1) } else { u64::MAX };

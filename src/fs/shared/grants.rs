@@ -21,8 +21,9 @@
 //!   back what it holds unused beyond two chunks, keeping one. The sweeper's
 //!   evictions lower its net below zero, and what it frees reaches the pool
 //!   that way.
-//! - **The sweeper's trigger** is the record's total (drift + Σ nets), read
-//!   at each beat, against the watermarks.
+//! - **Sweeps** stay on the sweeper's own view of the tree (its watermarks):
+//!   the record's nets count a block an owner has not yet learned is gone,
+//!   so a sweep by them would go below the low watermark.
 //! - **Dead nodes.** The sweeper watches every other node's beat by its own
 //!   clock (no clocks are compared); a line unchanged for [`RECLAIM_AFTER`]
 //!   is removed, its net moved to the drift and its grant to the pool. A node
@@ -35,7 +36,6 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::fmt::Write as _;
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use fuser::Errno;
@@ -44,7 +44,6 @@ use parking_lot::Mutex;
 use super::SharedTier;
 use crate::fs::Core;
 use crate::fs::accounts::grant::GrantState;
-use crate::stats::Stats;
 use crate::sys;
 
 /// Name of the shared budget record in the lease directory.
@@ -98,20 +97,12 @@ impl Record {
     fn granted_by_others(&self, me: &str) -> i64 {
         self.nodes.iter().filter(|n| n.0 != me).map(|n| n.1).sum()
     }
-
-    fn total(&self) -> i64 {
-        self.drift + self.nodes.iter().map(|n| n.2).sum::<i64>()
-    }
 }
 
 /// This node's side of the shared budget.
 #[derive(Default)]
 pub struct Grants {
     io: Mutex<Io>,
-    /// The record's total (drift + Σ nets, bytes) at the last beat.
-    total: AtomicI64,
-    /// This node's evicted bytes counter at the last beat.
-    evicted_at_beat: AtomicU64,
     /// When a take last found nothing free: for [`EMPTY_WAIT`] after, a
     /// short node evicts for itself instead of asking again.
     empty_at: Mutex<Option<Instant>>,
@@ -171,7 +162,9 @@ impl Core {
             // New here, or reclaimed as dead: what this node counted so far
             // is in the drift (or was never its own).
             if io.registered {
-                log::warn!("shared tier: this node's line in the shared budget record was reclaimed; counting from zero again");
+                log::warn!(
+                    "shared tier: this node's line in the shared budget record was reclaimed; counting from zero again"
+                );
                 self.accounts().restart_net(Some(0));
             }
             io.registered = true;
@@ -226,7 +219,10 @@ impl Core {
             Ok(rec) => {
                 let now = rec.nodes.iter().find(|x| x.0 == io.id).map_or(0, |x| x.1);
                 let got = u64::try_from(now - old).unwrap_or(0);
-                log::debug!("shared budget: took {got} bytes for {short} short (grant {old} -> {now}, drift {})", rec.drift);
+                log::debug!(
+                    "shared budget: took {got} bytes for {short} short (grant {old} -> {now}, drift {})",
+                    rec.drift
+                );
                 *tier.grants.empty_at.lock() = (got < short).then(Instant::now);
                 got
             }
@@ -241,7 +237,7 @@ impl Core {
 
     /// The once-a-second beat: publishes this node's net, gives back what it
     /// holds unused beyond two chunks, and, on the sweeper, reclaims dead
-    /// nodes' lines and records the tree's total for its trigger.
+    /// nodes' lines.
     pub(crate) fn grant_beat(&self, tier: &SharedTier, sweeping: bool) {
         let mut io = tier.grants.io.lock();
         let max = self.accounts().policy().max_size as i64;
@@ -278,27 +274,9 @@ impl Core {
         });
         io.watch = watch;
         match r {
-            Ok(rec) => {
-                tier.grants.total.store(rec.total(), Ordering::Relaxed);
-                tier.grants.evicted_at_beat.store(Stats::get(&self.stats().evicted_bytes), Ordering::Relaxed);
-            }
+            Ok(_) => {}
             Err(e) => crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}"),
         }
-    }
-
-    /// The sweeper's excess by the record (bytes above the low watermark at
-    /// the last beat, less what this node evicted since).
-    pub(crate) fn grant_excess(&self, tier: &SharedTier) -> u64 {
-        let p = self.accounts().policy();
-        let low = p.low_bytes() as i64;
-        let evicted = Stats::get(&self.stats().evicted_bytes) - tier.grants.evicted_at_beat.load(Ordering::Relaxed);
-        u64::try_from(tier.grants.total.load(Ordering::Relaxed) - low - evicted as i64).unwrap_or(0)
-    }
-
-    /// Whether the record's total (at the last beat) is above the high watermark.
-    pub(crate) fn grant_should_wake(&self, tier: &SharedTier) -> bool {
-        let p = self.accounts().policy();
-        tier.grants.total.load(Ordering::Relaxed) > p.high_bytes() as i64
     }
 
     /// The start-up index is complete: if the record has no booking yet,
@@ -352,7 +330,6 @@ mod tests {
     fn the_record_reads_back_what_it_wrote_and_ignores_torn_lines() {
         let r = Record { drift: 5, booked: true, nodes: vec![("a".into(), 10, -3, 7), ("b".into(), 20, 20, 1)] };
         assert_eq!(Record::parse(&r.render()), r);
-        assert_eq!(r.total(), 22);
         assert_eq!(r.granted_by_others("a"), 20);
         let torn = format!("{}c 1", r.render());
         assert_eq!(Record::parse(&torn), r);

@@ -6,4 +6,4 @@
 # LRU, held blocks intact, no store error) with N=3, each JuiceFS client in
 # its own network namespace. BOUNDFS_LONG=1: 5 minutes.
 BFS_SHARED_NODES=3
-. "$(dirname "$0")/shared/jfs-one-budget.sh"
+. "$(dirname "$0")/jfs-one-budget.sh"
