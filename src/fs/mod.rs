@@ -383,6 +383,15 @@ impl Core {
                         continue;
                     }
                     took = false;
+                    // Blocks of this node's that the sweeper removed leave
+                    // its net once read from the journals: evicting more
+                    // for them would sweep twice.
+                    if !journal_read {
+                        journal_read = true;
+                        if self.shared.as_ref().is_some_and(|t| self.journal_apply(t, true) > 0) {
+                            continue;
+                        }
+                    }
                     if self.evict_own(short, wait) == 0 {
                         if forced {
                             break;
