@@ -27,12 +27,13 @@
 #   with -o shared, whose budget is hard today, peaked at 127.9-128.0 MiB
 #   with 4.7 MiB of directories in the tree. 1 MiB is the slack
 #   docs/shared-budget-design.md sets aside for them.
-# - the longest stretch above max_size <= 1 s. With a hard budget usage
+# - the longest stretch above max_size <= 2 s. With a hard budget usage
 #   goes above max_size only by what is in flight between an admission and
-#   the eviction that pays for it (a store's own p99 is 0.06-0.45 s here,
-#   docs/shared.md "Full speed"; one node: 0.0 s above max_size), so 1 s
-#   (10 samples) already means bytes nobody granted; today usage stays above
-#   it from the first fill to the end.
+#   the eviction that pays for it, as JuiceFS counts them (a store's own p99
+#   is 0.06-0.45 s here, docs/shared.md "Full speed"; one node: 0.0 s above
+#   max_size; with the budget record 0.12-0.73 s measured on the 2 busy
+#   cores, hence 2 s); without the record usage stays above it from the
+#   first fill to the end.
 # - after usage first reaches the low watermark, usage + the stores in
 #   flight (a whole block each, from just before its WRITE to its rename's
 #   return: the mount may have evicted for it before JuiceFS counts it)
@@ -86,7 +87,7 @@ for n in $COUNTS; do
     bound=$((MAX + n * BLOCK + slack))
     floor=$((MAX * 9 / 10 - BLOCK))
     log "$n nodes, ${SECS}s ($((SECONDS - t0))s with the checks of the tree): peak $(mib "$(g peak)") MiB = $(g peak_pct) % of max_size (bound $(mib $bound) MiB: max_size + $n x 2 MiB + slack $(mib $slack) MiB);" \
-        "longest over max_size $(g longest_over_s) s (bound 1 s), $(g time_over_s) s in all; filled at $(g filled_at_s) s;" \
+        "longest over max_size $(g longest_over_s) s (bound 2 s), $(g time_over_s) s in all; filled at $(g filled_at_s) s;" \
         "floor after the fill with stores in flight $(mib "$(g floor_with_inflight)") MiB = $(g floor_with_inflight_pct) % (bound $(mib $floor) MiB)," \
         "alone $(mib "$(g floor)") MiB = $(g floor_pct) %, mean $(g mean_pct) %; at most $(g max_inflight) stores in flight;" \
         "held $(g held_ok)/$(g held); cross-node hits $(g cross_hits)/$(g cross_tries), misses $(g cross_misses)" \
@@ -98,8 +99,8 @@ for n in $COUNTS; do
         "$(tg overhead_bytes) B = $(mib "$(tg overhead_bytes)") MiB; usedSpace $(mib "$(tg used_before_walk)") -> $(mib "$(tg used_after_walk)") MiB"
     [ "$(g peak)" -le "$bound" ] ||
         fail_later "$n nodes: peak usage $(mib "$(g peak)") MiB ($(g peak_pct) % of max_size) is over max_size + $n x 2 MiB + $(mib $slack) MiB = $(mib $bound) MiB by $(mib $(($(g peak) - bound))) MiB"
-    le "$(g longest_over_s)" 1 ||
-        fail_later "$n nodes: usage stayed above max_size for $(g longest_over_s) s in a row (bound 1 s; $(g time_over_s) s of the ${SECS} s in all)"
+    le "$(g longest_over_s)" 2 ||
+        fail_later "$n nodes: usage stayed above max_size for $(g longest_over_s) s in a row (bound 2 s; $(g time_over_s) s of the ${SECS} s in all)"
     if [ "$(g filled_at_s)" = None ]; then
         fail_later "$n nodes: usage never reached the low watermark (90 % of max_size)"
     else
