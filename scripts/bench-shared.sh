@@ -39,7 +39,8 @@
 # mount). Prints the figures (tests/sh/helpers/shared_bench.py) as one JSON
 # line, and a summary. Needs root, JuiceFS and redis-server
 # (scripts/install-deps.sh --tests), and target/release/boundfs.
-# docs/shared.md ("Full speed") has the figures of today's code.
+# BFS_SHARED_BUDGET=record runs the nodes with -o shared_budget=record.
+# docs/shared.md ("Full speed") has the figures.
 set -u
 NODES=3 SECS=300 MAXS=128M RI=5s WRITERS=2 MODE=shared OUT="" TRACE="" PROBE=0
 while [ $# -gt 0 ]; do
@@ -85,7 +86,7 @@ shared_juicefs "$NODES"
 mnts=()
 case "$MODE" in
     shared)
-        shared_nodes_up "$NODES" "max_size=$MAXS,reconcile_interval=$RI"
+        shared_nodes_up "$NODES" "max_size=$MAXS,reconcile_interval=$RI${BFS_SHARED_BUDGET:+,shared_budget=$BFS_SHARED_BUDGET}"
         for ((k = 1; k <= NODES; k++)); do mnts+=(--mnt "$BFS_TMP/mnt$k"); done
         ;;
     plain)

@@ -117,6 +117,10 @@ pub struct Options {
     pub flush: FlushMode,
     /// Backing files' cached pages dropped at RELEASE and after READs (`drop_cache=release`).
     pub drop_cache: bool,
+    /// With `shared`: the shared budget record grants each node its bytes
+    /// (`shared_budget=record`; `views`, the default, admits against each
+    /// node's own view).
+    pub shared_budget: bool,
 }
 
 /// How the kernel updates access times on the mount (mount(2) flags; the
@@ -191,6 +195,16 @@ pub enum FlushMode {
     On,
     /// Never: FLUSH is answered ENOSYS and the kernel stops sending it.
     Off,
+}
+
+/// `shared_budget=views|record` → whether the budget record is on.
+/// Errors: anything else, with an example.
+pub fn parse_shared_budget(v: &str) -> Result<bool, ConfigError> {
+    match v.trim() {
+        "views" => Ok(false),
+        "record" => Ok(true),
+        _ => err(format!("shared_budget: '{v}' is not views or record; e.g. shared_budget=record")),
+    }
 }
 
 /// Parses `flush`: `auto`, `on` or `off`.

@@ -58,6 +58,9 @@ pub struct Config {
     /// No backing directory opened for a client has its atime updated
     /// (`nodiratime`, off).
     pub nodiratime: bool,
+    /// With `shared`, writes are admitted within grants from the shared
+    /// budget record (`shared_budget=record`; default `views`, off).
+    pub shared_budget: bool,
 }
 
 impl Config {
@@ -78,6 +81,7 @@ impl Config {
             drop_cache: false,
             noatime: false,
             nodiratime: false,
+            shared_budget: false,
         }
     }
 
@@ -97,6 +101,7 @@ impl Config {
             drop_cache: opts.drop_cache,
             noatime: opts.atime.mode == AtimeMode::Noatime,
             nodiratime: opts.atime.nodiratime,
+            shared_budget: opts.shared_budget,
         }
     }
 }
@@ -173,8 +178,9 @@ impl Core {
         };
         let mut core = core;
         core.set_modes(config.shared, flush_backing);
-        if config.shared {
+        if let Some(t) = core.shared.as_mut().filter(|_| config.shared_budget) {
             // The shared budget: nothing is held before the record grants it.
+            t.budget = true;
             core.accounts.set_granted(Some(0));
         }
         core.set_drop_cache(config.drop_cache);

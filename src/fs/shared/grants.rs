@@ -202,6 +202,9 @@ impl Core {
     /// Unless `force`, a take within [`EMPTY_WAIT`] of one that found nothing
     /// free returns 0 at once (the caller evicts for itself).
     pub(crate) fn grant_take(&self, tier: &SharedTier, short: u64, force: bool) -> u64 {
+        if !tier.budget {
+            return 0;
+        }
         if !force && tier.grants.empty_at.lock().is_some_and(|t| t.elapsed() < EMPTY_WAIT) {
             return 0;
         }
@@ -239,6 +242,9 @@ impl Core {
     /// holds unused beyond two chunks, and, on the sweeper, reclaims dead
     /// nodes' lines.
     pub(crate) fn grant_beat(&self, tier: &SharedTier, sweeping: bool) {
+        if !tier.budget {
+            return;
+        }
         let mut io = tier.grants.io.lock();
         let max = self.accounts().policy().max_size as i64;
         let chunk = grant_chunk(max as u64);
@@ -282,6 +288,9 @@ impl Core {
     /// The start-up index is complete: if the record has no booking yet,
     /// books the drift as this node's view of the tree less the published nets.
     pub(crate) fn grant_book(&self, tier: &SharedTier) {
+        if !tier.budget {
+            return;
+        }
         let mut io = tier.grants.io.lock();
         let r = self.grant_transaction(&mut io, |rec, me, st| {
             if !rec.booked {
@@ -303,6 +312,9 @@ impl Core {
     /// Unmount: this node's net moves to the drift and its line goes (the
     /// last node to leave clears the record, which the next first node books).
     pub(crate) fn grant_leave(&self, tier: &SharedTier) {
+        if !tier.budget {
+            return;
+        }
         let mut io = tier.grants.io.lock();
         let r = self.grant_transaction(&mut io, |rec, _, st| {
             rec.drift += st.net;

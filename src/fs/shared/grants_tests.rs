@@ -12,6 +12,7 @@ const MIB: u64 = 1 << 20;
 fn node(dir: &Path, max: u64) -> Core {
     let mut config = Config::new(dir.canonicalize().unwrap(), max);
     config.shared = true;
+    config.shared_budget = true;
     core_with(config)
 }
 

@@ -54,6 +54,8 @@ pub struct SharedTier {
     pub(in crate::fs) sweeping: AtomicBool,
     /// This node's side of the shared budget record (see [`grants`]).
     pub(in crate::fs) grants: grants::Grants,
+    /// The budget record is on (`shared_budget=record`).
+    pub(in crate::fs) budget: bool,
 }
 
 impl SharedTier {

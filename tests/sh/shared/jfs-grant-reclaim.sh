@@ -20,8 +20,8 @@
 . "$BFS_SH_DIR/lib-shared.sh"
 
 shared_juicefs 2
-node_mount 1 "max_size=32M,reconcile_interval=0"
-node_mount 2 "max_size=32M,reconcile_interval=0"
+node_mount 1 "max_size=32M,reconcile_interval=0,shared_budget=record"
+node_mount 2 "max_size=32M,reconcile_interval=0,shared_budget=record"
 record="$BACKING1/.boundfs/budget"
 # node_lines: the record's node lines (id grant net beat)
 node_lines() { grep -v '^boundfs-budget' "$record" | grep -c .; }
