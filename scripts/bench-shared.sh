@@ -39,7 +39,7 @@
 # mount). Prints the figures (tests/sh/helpers/shared_bench.py) as one JSON
 # line, and a summary. Needs root, JuiceFS and redis-server
 # (scripts/install-deps.sh --tests), and target/release/boundfs.
-# BFS_SHARED_BUDGET=record runs the nodes with -o shared_budget=record.
+# BFS_SHARED_BUDGET=views runs the nodes with -o shared_budget=views (the default is record).
 # docs/shared.md ("Full speed") has the figures.
 set -u
 NODES=3 SECS=300 MAXS=128M RI=5s WRITERS=2 MODE=shared OUT="" TRACE="" PROBE=0

@@ -118,7 +118,7 @@ pub struct Options {
     /// Backing files' cached pages dropped at RELEASE and after READs (`drop_cache=release`).
     pub drop_cache: bool,
     /// With `shared`: the shared budget record grants each node its bytes
-    /// (`shared_budget=record`; `views`, the default, admits against each
+    /// (`shared_budget=record`, the default; `views` admits against each
     /// node's own view).
     pub shared_budget: bool,
 }

@@ -93,9 +93,9 @@ pub struct Args {
     #[arg(long, value_name = "off|release", default_value = "off", action = clap::ArgAction::Set,
           value_parser = crate::fs::pagecache::parse_drop_cache, help_heading = MOUNT_OPTIONS)]
     pub drop_cache: bool,
-    /// With shared: views (each node admits writes against its own view of the tree) or record (a budget
-    /// record in the shared directory grants each node its bytes: hard at any store rate).
-    #[arg(long, value_name = "views|record", default_value = "views", action = clap::ArgAction::Set,
+    /// With shared: record (a budget record in the shared directory grants each node its bytes: hard at any
+    /// store rate) or views (each node admits writes against its own view of the tree).
+    #[arg(long, value_name = "views|record", default_value = "record", action = clap::ArgAction::Set,
           value_parser = config::parse_shared_budget, help_heading = MOUNT_OPTIONS)]
     pub shared_budget: bool,
     /// How long the kernel caches entries, misses and attributes; 2s with shared.

@@ -81,7 +81,7 @@ impl Config {
             drop_cache: false,
             noatime: false,
             nodiratime: false,
-            shared_budget: false,
+            shared_budget: true,
         }
     }
 

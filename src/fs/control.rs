@@ -30,9 +30,10 @@ pub const XATTR_PREFIX: &str = "user.boundfs.";
 impl Core {
     /// A snapshot of the live status.
     pub fn status(&self) -> Status {
-        let (c, evictable_bytes, node_bytes) = {
+        let (c, evictable_bytes, node_bytes, granted) = {
             let l = self.accounts.lock();
-            (l.counts(), l.evictable_bytes(), if self.shared.is_some() { l.local_bytes() } else { 0 })
+            let node_bytes = if self.shared.is_some() { l.local_bytes() } else { 0 };
+            (l.counts(), l.evictable_bytes(), node_bytes, l.granted().unwrap_or(0))
         };
         let (sweeper_holder, sweeper_heartbeat_age_seconds) = self.sweeper_holder().unwrap_or_default();
         let p = self.policy();
@@ -59,8 +60,9 @@ impl Core {
             uptime_seconds: self.start.elapsed().as_secs(),
             shared: self.shared.is_some(),
             node_bytes,
-            shared_net: self.shared.as_ref().map_or(0, |_| self.accounts.grant_state().net),
-            shared_granted: self.accounts.grant_state().granted.unwrap_or(0),
+            // The net is the bytes of the objects made here (ledger_grant.rs).
+            shared_net: node_bytes as i64,
+            shared_granted: granted,
             sweeper: self.shared.as_ref().is_some_and(|t| t.sweeping.load(std::sync::atomic::Ordering::Relaxed)),
             sweeper_holder,
             sweeper_heartbeat_age_seconds,

@@ -85,6 +85,10 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         core.reap_empty_dirs();
         let sweeping = core.shared() && lease.poll(&core);
         if let Some(t) = core.shared_tier() {
+            // Shared tier: what the other nodes evicted stops counting here
+            // (the sweeper reads it again before each batch), before the
+            // beat, so that grant it freed goes back to the pool at once.
+            core.journal_apply(t, false);
             // The shared budget's beat: publish the net, give back unused
             // grant, and on the sweeper reclaim dead nodes' lines (fs/shared/grants.rs).
             core.grant_beat(t, sweeping);
@@ -92,11 +96,7 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         if core.shared() && !sweeping {
             // Shared tier: only the sweeper sweeps, so no two nodes evict the
             // same excess; this node evicts inline for its own writes only
-            // (Core::reserve), and what the other nodes evicted stops
-            // counting here (the sweeper reads it before each batch).
-            if let Some(t) = core.shared_tier() {
-                core.journal_apply(t, false);
-            }
+            // (Core::reserve).
             sweeps.flush(&core);
             continue;
         }

@@ -18,9 +18,9 @@
 //!   nothing is free the node evicts inline, which lowers its own net: it
 //!   never waits for another node.
 //! - **Giving back.** Once a second each node publishes its net and gives
-//!   back what it holds unused beyond two chunks, keeping one. The sweeper's
-//!   evictions lower its net below zero, and what it frees reaches the pool
-//!   that way.
+//!   back what it holds unused beyond one chunk, after reading the other
+//!   nodes' removal journals: the sweeper's evictions of its blocks lower
+//!   its net there, and what they freed reaches the pool that way.
 //! - **Sweeps** stay on the sweeper's own view of the tree (its watermarks):
 //!   the record's nets count a block an owner has not yet learned is gone,
 //!   so a sweep by them would go below the low watermark.
@@ -94,6 +94,11 @@ impl Record {
         s
     }
 
+    /// Nodes in the record, counting `me` whether or not it has a line yet.
+    fn nodes_with(&self, me: &str) -> usize {
+        self.nodes.len() + usize::from(!self.nodes.iter().any(|n| n.0 == me))
+    }
+
     fn granted_by_others(&self, me: &str) -> i64 {
         self.nodes.iter().filter(|n| n.0 != me).map(|n| n.1).sum()
     }
@@ -123,11 +128,16 @@ struct Io {
     watch: HashMap<String, (u64, Instant)>,
 }
 
-/// Bytes a node takes at a time beyond what it lacks, and keeps unused:
-/// `max_size / 32`, at least 1 MiB. With N nodes each holding at most one
-/// chunk unused at a beat, usage can stay within N chunks of `max_size`.
-pub fn grant_chunk(max_size: u64) -> i64 {
-    (max_size / 32).max(1 << 20) as i64
+/// Bytes a node takes at a time beyond what it lacks, and keeps unused at
+/// a beat, with `nodes` nodes in the record: `max_size / 32`, but no more
+/// than `(max_size − low watermark) / (2 × nodes)`, so that what all nodes
+/// hold unused stays within half the band between the low watermark and
+/// `max_size` (a node short of grant with nothing free evicts its own
+/// blocks, and grant held unused elsewhere would let it go below the low
+/// watermark); at least 1 MiB.
+pub fn grant_chunk(policy: &crate::ledger::policy::Policy, nodes: usize) -> i64 {
+    let band = policy.max_size.saturating_sub(policy.low_bytes()) / (2 * nodes.max(1) as u64);
+    band.min(policy.max_size / 32).max(1 << 20) as i64
 }
 
 impl Core {
@@ -209,11 +219,12 @@ impl Core {
             return 0;
         }
         let mut io = tier.grants.io.lock();
-        let max = self.accounts().policy().max_size as i64;
-        let chunk = grant_chunk(max as u64);
+        let policy = self.accounts().policy();
+        let max = policy.max_size as i64;
         let mut old = 0;
         let r = self.grant_transaction(&mut io, |rec, me, st| {
             old = st.granted.unwrap_or(0);
+            let chunk = grant_chunk(&policy, rec.nodes_with(me));
             let free = max - rec.drift - rec.granted_by_others(me);
             // `short` is what the grant lacked for the reservation asked.
             Some((old + short as i64 + chunk).min(free).max(old.min(free)))
@@ -239,15 +250,15 @@ impl Core {
     }
 
     /// The once-a-second beat: publishes this node's net, gives back what it
-    /// holds unused beyond two chunks, and, on the sweeper, reclaims dead
-    /// nodes' lines.
+    /// holds unused beyond one [chunk](grant_chunk), and, on the sweeper,
+    /// reclaims dead nodes' lines.
     pub(crate) fn grant_beat(&self, tier: &SharedTier, sweeping: bool) {
         if !tier.budget {
             return;
         }
         let mut io = tier.grants.io.lock();
-        let max = self.accounts().policy().max_size as i64;
-        let chunk = grant_chunk(max as u64);
+        let policy = self.accounts().policy();
+        let max = policy.max_size as i64;
         let now = Instant::now();
         let mut watch = std::mem::take(&mut io.watch);
         let r = self.grant_transaction(&mut io, |rec, me, st| {
@@ -275,7 +286,7 @@ impl Core {
             }
             let g = st.granted.unwrap_or(0);
             let free = max - rec.drift - rec.granted_by_others(me);
-            let keep = if g - st.held > 2 * chunk { st.held + chunk } else { g };
+            let keep = g.min(st.held + grant_chunk(&policy, rec.nodes_with(me)));
             Some(keep.min(free.max(st.held.min(g))))
         });
         io.watch = watch;

@@ -79,10 +79,14 @@ $PY -c "import sys; sys.exit(0 if $(g longest_over_s) <= $RI + $pass_ms / 1000 +
 # low watermark minus 1.3 MiB, with nothing in flight. The base build
 # learned other nodes' evictions only at its reconcile pass: two nodes,
 # lowest 84.8 % here and 81.7 % in the 5-minute form.
-# Measured on this tree in CI (2 cores, default shared_budget=views): the
-# three-node form's lowest was 85.0 % of max_size, one block below the
-# floor above (low watermark minus 1.3 MiB in earlier traces); the cause is
-# not found yet, so the floor checked is the low watermark minus two blocks.
+# With the budget record (the default), a node short of grant while the
+# record has nothing free evicts its own blocks; right after a sweep the
+# grant it freed sits with the blocks' owners until their next beat (within
+# a second), so a short node may evict one block more meanwhile. Measured
+# here (2 busy cores): 2 nodes 88.0 %, 3 nodes 85.3-85.7 % of max_size (low
+# watermark minus 1.3-1.5 blocks); without the record (shared_budget=views)
+# CI saw 85.0 % with 3 nodes. So the floor checked is the low watermark
+# minus two blocks.
 low_floor=$((MAX * 9 / 10 - 2 * BLOCK))
 $PY -c 'import json, sys
 d = json.loads(sys.argv[1])["lowest"]
