@@ -108,6 +108,27 @@ impl Ledger {
         Some((key, path))
     }
 
+    /// The objects this node made that have a path: `(key, bytes, path
+    /// relative to BACKING)`. What a node leaving a shared budget lists
+    /// for another to adopt. O(entries).
+    pub fn local_objects(&self) -> Vec<(FileKey, u64, std::path::PathBuf)> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.local)
+            .filter_map(|(k, e)| Some((*k, e.size, e.path.as_deref()?.to_path_buf())))
+            .collect()
+    }
+
+    /// Marks `key` as this node's if the ledger knows it under `path`
+    /// (adopting a left node's object). Returns whether it did.
+    pub fn adopt_local(&mut self, key: FileKey, path: &std::path::Path) -> bool {
+        if self.entries.get(&key).is_some_and(|e| e.path.as_deref() == Some(path)) {
+            self.mark_local(key);
+            return true;
+        }
+        false
+    }
+
     /// Bytes this node holds against its grant: net plus reservations.
     pub fn held(&self) -> i64 {
         self.net() + self.reserved as i64

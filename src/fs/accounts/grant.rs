@@ -50,4 +50,17 @@ impl Accounts {
         l.reset_net();
         l.set_granted(bytes);
     }
+
+    /// This node's net and the objects it made that have a path (`(key,
+    /// bytes, path)`), read at once: what it leaves behind at unmount.
+    pub fn own_objects(&self) -> (i64, Vec<(crate::key::FileKey, u64, std::path::PathBuf)>) {
+        let l = self.guard();
+        (l.net(), l.local_objects())
+    }
+
+    /// Takes over a left node's object `key` at `path` as this node's own:
+    /// true if the ledger knew it there (its bytes join the net).
+    pub fn adopt_local(&self, key: crate::key::FileKey, path: &std::path::Path) -> bool {
+        self.guard().adopt_local(key, path)
+    }
 }

@@ -424,10 +424,19 @@ impl Accounts {
         self.guard().get(&key).map_or(0, |e| e.files_made)
     }
 
-    /// An object just made through the mount (MKDIR, MKNOD, SYMLINK): this
-    /// node's own, in a shared tier.
+    /// An object is about to be recorded as made through the mount (MKDIR,
+    /// MKNOD, SYMLINK): any entry under its key is of a removed object.
     pub fn made(&self, key: FileKey) {
         self.guard().fresh(key);
+    }
+
+    /// An object made through the mount has been recorded (after
+    /// [`Accounts::made`] and its lookup's [`Accounts::found`]): this node's
+    /// own, so its bytes count in its net of a shared budget (JuiceFS counts
+    /// 4 KiB per directory: two vLLM hash directories per block are about
+    /// 2 % of the tree).
+    pub fn made_here(&self, key: FileKey) {
+        self.guard().mark_local(key);
     }
 
     /// A directory the daemon made itself (recreating a removed path,

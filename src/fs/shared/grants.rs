@@ -126,6 +126,12 @@ struct Io {
     registered: bool,
     /// Other nodes' beats as last seen, and since when (this node's clock).
     watch: HashMap<String, (u64, Instant)>,
+    /// The lease directory, opened once (dropped after an error, reopened
+    /// at the next transaction).
+    dir: Option<std::os::fd::OwnedFd>,
+    /// Bytes adopted from nodes that left (see [`super::orphans`]) still to
+    /// come off the drift (a beat's transaction failed).
+    off_drift: i64,
 }
 
 /// Bytes a node takes at a time beyond what it lacks, and keeps unused at
@@ -154,7 +160,23 @@ impl Core {
         if io.id.is_empty() {
             io.id = super::journal::node_id();
         }
-        let dir = super::lease::lease_dir(self)?;
+        let r = self.grant_locked(io, f);
+        if r.is_err() {
+            io.dir = None;
+        }
+        r
+    }
+
+    /// [`Core::grant_transaction`] with the lease directory as cached in `io`.
+    fn grant_locked(
+        &self,
+        io: &mut Io,
+        f: impl FnOnce(&mut Record, &str, GrantState) -> Option<i64>,
+    ) -> Result<Record, Errno> {
+        if io.dir.is_none() {
+            io.dir = Some(super::lease::lease_dir(self)?);
+        }
+        let dir = io.dir.as_ref().ok_or(Errno::EIO)?;
         let name = CString::new(BUDGET_FILE).map_err(|_| Errno::EINVAL)?;
         let fd =
             sys::openat(dir.as_fd(), &name, libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o644)?;
@@ -261,10 +283,18 @@ impl Core {
         let max = policy.max_size as i64;
         let now = Instant::now();
         let mut watch = std::mem::take(&mut io.watch);
+        if sweeping {
+            if io.id.is_empty() {
+                io.id = super::journal::node_id();
+            }
+            io.off_drift += self.orphans_adopt(&io.id);
+        }
+        let off_drift = io.off_drift;
         let r = self.grant_transaction(&mut io, |rec, me, st| {
+            rec.drift = (rec.drift - off_drift).max(0);
             if sweeping {
                 let mut seen = HashMap::new();
-                rec.nodes.retain(|(id, _, net, beat)| {
+                rec.nodes.retain(|(id, grant, net, beat)| {
                     if id == me {
                         return true;
                     }
@@ -276,7 +306,9 @@ impl Core {
                         log::warn!(
                             "shared tier: node {id} has not beaten for {RECLAIM_AFTER:?}: its grant is reclaimed"
                         );
-                        rec.drift += net;
+                        // Its grant, not its last published net: it may
+                        // have stored up to its grant since that beat.
+                        rec.drift += net.max(grant);
                         return false;
                     }
                     seen.insert(id.clone(), (*beat, since));
@@ -290,6 +322,9 @@ impl Core {
             Some(keep.min(free.max(st.held.min(g))))
         });
         io.watch = watch;
+        if r.is_ok() {
+            io.off_drift = 0;
+        }
         match r {
             Ok(_) => {}
             Err(e) => crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}"),
@@ -303,8 +338,12 @@ impl Core {
             return;
         }
         let mut io = tier.grants.io.lock();
+        let mut cleared = false;
         let r = self.grant_transaction(&mut io, |rec, me, st| {
             if !rec.booked {
+                // Lists left for a record that was cleared since: their
+                // bytes are in the tree this booking counts.
+                cleared = true;
                 let nets: i64 = rec.nodes.iter().filter(|n| n.0 != me).map(|n| n.2).sum();
                 rec.drift = (st.usage as i64 - st.net - nets).max(0);
                 rec.booked = true;
@@ -317,6 +356,8 @@ impl Core {
         });
         if let Err(e) = r {
             crate::warn_limited!("shared tier: could not book the tree in the shared budget record: {e:?}");
+        } else if cleared {
+            self.orphans_clear();
         }
     }
 
@@ -327,6 +368,8 @@ impl Core {
             return;
         }
         let mut io = tier.grants.io.lock();
+        // Nothing changes any more at unmount: the list and the net agree.
+        let (_, objects) = self.accounts().own_objects();
         let r = self.grant_transaction(&mut io, |rec, _, st| {
             rec.drift += st.net;
             None
@@ -339,7 +382,15 @@ impl Core {
                     let _ = sys::unlinkat(dir.as_fd(), &name, 0);
                 }
             }
-            Ok(_) => {}
+            Ok(_) => {
+                // The sweeper takes them over (fs/shared/orphans.rs).
+                if let Err(e) = self.orphans_leave(&io.id, &objects) {
+                    log::warn!(
+                        "shared tier: could not list this node's objects for the others to adopt: {e:?}; \
+                         their bytes stay in the shared budget's drift"
+                    );
+                }
+            }
             Err(e) => crate::warn_limited!("shared tier: could not leave the shared budget record: {e:?}"),
         }
     }

@@ -111,7 +111,7 @@ fn parse_name(name: &[u8]) -> Option<(String, u64)> {
     Some((id.to_string(), generation.parse().ok()?))
 }
 
-fn escape(path: &Path) -> Vec<u8> {
+pub(super) fn escape(path: &Path) -> Vec<u8> {
     let mut out = Vec::new();
     for &b in path.as_os_str().as_bytes() {
         match b {
@@ -123,7 +123,7 @@ fn escape(path: &Path) -> Vec<u8> {
     out
 }
 
-fn unescape(s: &[u8]) -> PathBuf {
+pub(super) fn unescape(s: &[u8]) -> PathBuf {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {

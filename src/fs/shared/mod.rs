@@ -31,6 +31,7 @@
 pub mod grants;
 pub mod journal;
 pub mod lease;
+pub mod orphans;
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::Path;

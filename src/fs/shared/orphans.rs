@@ -1,0 +1,231 @@
+//! What a node leaves in the shared budget when it unmounts (`-o shared`,
+//! `shared_budget=record`; the record is [`super::grants`]).
+//!
+//! A node that leaves moves its net into the record's drift: its objects
+//! stay in the tree, and no node counts them any more. Without more, the
+//! drift would only grow: those objects are evicted later like any other,
+//! but nothing takes their bytes out of the drift, so every restart of a
+//! node would shrink the budget the live nodes share by what it held (a
+//! rolling restart of every node, by the whole tree).
+//!
+//! So the leaving node also lists its objects, one line each
+//! (`INO BYTES PATH\n`, PATH relative to BACKING and escaped as in the
+//! removal journal) in `BACKING/.boundfs/orphans/ID` (written to a
+//! temporary name and renamed, so a reader sees all of it or nothing). The
+//! sweeper, at its beat, claims each such file by renaming it to a name of
+//! its own (one sweeper wins a claim even while two overlap in a takeover),
+//! and for each line:
+//! - an object its ledger knows at that path becomes its own (its bytes
+//!   join its net, and its evictions free its grant);
+//! - an object gone from the path (or replaced by another inode) is gone;
+//! - an object there that its ledger does not know yet stays in the drift
+//!   (on the safe side: counted, but by no node).
+//!
+//! The bytes listed of the first two kinds come off the drift in the
+//! beat's transaction, after the adoption, so the tree is never counted
+//! short. A node that dies (SIGKILL, a crash) writes no list: its line is
+//! reclaimed into the drift (see [`super::grants`], "Dead nodes"), where
+//! its bytes stay until every node has left the record once.
+
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use fuser::Errno;
+
+use super::journal::{escape, unescape};
+use crate::fs::Core;
+use crate::key::{FileKey, key_of};
+use crate::sys;
+
+/// Directory of the leaving nodes' lists inside the lease directory.
+pub const ORPHANS_DIR: &str = "orphans";
+
+/// Renders a list of objects, `(inode number, bytes, path)`, one line each.
+fn render(objects: &[(u64, u64, PathBuf)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (ino, bytes, path) in objects {
+        out.extend_from_slice(format!("{ino} {bytes} ").as_bytes());
+        out.extend_from_slice(&escape(path));
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Parses the lines [`render`] wrote; a torn or malformed line is skipped.
+fn parse(buf: &[u8]) -> Vec<(u64, u64, PathBuf)> {
+    let mut out = Vec::new();
+    for line in buf.split(|&b| b == b'\n') {
+        let mut f = line.splitn(3, |&b| b == b' ');
+        let num = |x: Option<&[u8]>| std::str::from_utf8(x?).ok()?.parse::<u64>().ok();
+        if let (Some(ino), Some(bytes), Some(path)) = (num(f.next()), num(f.next()), f.next())
+            && !path.is_empty()
+        {
+            out.push((ino, bytes, unescape(path)));
+        }
+    }
+    out
+}
+
+impl Core {
+    /// Opens (with `create`, making it) the orphans directory beneath BACKING.
+    /// Errors: the backing errno (ENOENT without `create` when there is none).
+    fn orphans_dir(&self, create: bool) -> Result<OwnedFd, Errno> {
+        let lease = super::lease::lease_dir(self)?;
+        let name = CString::new(ORPHANS_DIR).map_err(|_| Errno::EINVAL)?;
+        if create {
+            match sys::mkdirat(lease.as_fd(), &name, 0o755) {
+                Ok(()) => {}
+                Err(e) if e == Errno::EEXIST => {}
+                Err(e) => return Err(e),
+            }
+        }
+        sys::openat(lease.as_fd(), &name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)
+    }
+
+    /// Unmount, after this node's line left the record and its net went to
+    /// the drift: lists `objects` (`(key, bytes, path)`) under `id` for the
+    /// sweeper to adopt. Errors: the backing errno (the bytes then stay in
+    /// the drift).
+    pub(super) fn orphans_leave(&self, id: &str, objects: &[(FileKey, u64, PathBuf)]) -> Result<(), Errno> {
+        if objects.is_empty() {
+            return Ok(());
+        }
+        let lines: Vec<(u64, u64, PathBuf)> = objects.iter().map(|(k, b, p)| (k.ino, *b, p.clone())).collect();
+        let text = render(&lines);
+        let dir = self.orphans_dir(true)?;
+        let tmp = CString::new(format!(".{id}.tmp")).map_err(|_| Errno::EINVAL)?;
+        let fd = sys::openat(
+            dir.as_fd(),
+            &tmp,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o644,
+        )?;
+        sys::pwrite_full(fd.as_raw_fd(), &text, 0)?;
+        sys::fsync(fd.as_raw_fd(), true)?;
+        drop(fd);
+        let name = CString::new(id).map_err(|_| Errno::EINVAL)?;
+        sys::renameat2(dir.as_fd(), &tmp, dir.as_fd(), &name, 0)
+    }
+
+    /// The sweeper's beat: claims every list of a node that left, adopts
+    /// what it can (see the module docs) and removes the list. Returns the
+    /// bytes to take off the drift. Errors are logged; what was not read
+    /// stays in the drift.
+    pub(super) fn orphans_adopt(&self, me: &str) -> i64 {
+        let dir = match self.orphans_dir(false) {
+            Ok(d) => d,
+            Err(e) if e == Errno::ENOENT => return 0,
+            Err(e) => {
+                crate::warn_limited!("shared tier: could not open {ORPHANS_DIR} in the lease directory: {e:?}");
+                return 0;
+            }
+        };
+        let names = match sys::getdents(dir.as_raw_fd()) {
+            Ok(n) => n,
+            Err(e) => {
+                crate::warn_limited!("shared tier: could not list {ORPHANS_DIR}: {e:?}");
+                return 0;
+            }
+        };
+        let mut off_drift = 0;
+        for ent in names.iter().filter(|e| !e.name.starts_with(b".")) {
+            let (Ok(name), Ok(claimed)) = (
+                CString::new(ent.name.clone()),
+                CString::new([b".".as_slice(), &ent.name, b".taken-by-", me.as_bytes()].concat()),
+            ) else {
+                continue;
+            };
+            // RENAME_NOREPLACE: one claimant wins; the others see ENOENT.
+            if sys::renameat2(dir.as_fd(), &name, dir.as_fd(), &claimed, libc::RENAME_NOREPLACE).is_err() {
+                continue;
+            }
+            match self.read_claimed(&dir, &claimed) {
+                Ok(lines) => off_drift += self.adopt_lines(&lines),
+                Err(e) => {
+                    crate::warn_limited!("shared tier: could not read a left node's list in {ORPHANS_DIR}: {e:?}")
+                }
+            }
+            let _ = sys::unlinkat(dir.as_fd(), &claimed, 0);
+        }
+        off_drift
+    }
+
+    /// The record was booked afresh: removes the lists left for the one
+    /// before (the booking counted their objects as the tree it found).
+    pub(super) fn orphans_clear(&self) {
+        let Ok(dir) = self.orphans_dir(false) else { return };
+        for ent in sys::getdents(dir.as_raw_fd()).unwrap_or_default() {
+            if let Ok(name) = CString::new(ent.name.clone())
+                && ent.name != b"."
+                && ent.name != b".."
+            {
+                let _ = sys::unlinkat(dir.as_fd(), &name, 0);
+            }
+        }
+    }
+
+    fn read_claimed(&self, dir: &OwnedFd, name: &CString) -> Result<Vec<(u64, u64, PathBuf)>, Errno> {
+        let fd = sys::openat(dir.as_fd(), name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0)?;
+        let (size, _) = sys::size_synced(fd.as_fd())?;
+        let mut buf = vec![0u8; usize::try_from(size).map_err(|_| Errno::EFBIG)?];
+        let n = sys::pread_full(fd.as_raw_fd(), &mut buf, 0)?;
+        Ok(parse(&buf[..n]))
+    }
+
+    /// Adopts `lines` (see the module docs); returns the bytes listed of
+    /// those adopted or gone.
+    fn adopt_lines(&self, lines: &[(u64, u64, PathBuf)]) -> i64 {
+        let Ok(root) = sys::fstat(self.root().fd()) else { return 0 };
+        let (mut adopted, mut gone, mut kept) = (0i64, 0i64, 0i64);
+        for (ino, bytes, path) in lines {
+            let key = FileKey { dev: root.st_dev, ino: *ino };
+            if self.accounts().adopt_local(key, path) {
+                adopted += *bytes as i64;
+            } else if self.gone_from(key, path) {
+                gone += *bytes as i64;
+            } else {
+                kept += *bytes as i64;
+            }
+        }
+        log::info!(
+            "shared tier: a node that left had {} objects: {adopted} bytes adopted here, {gone} bytes gone, \
+             {kept} bytes not known here yet (they stay in the drift)",
+            lines.len()
+        );
+        adopted + gone
+    }
+
+    /// Whether the object `key` is no longer at `path` beneath BACKING.
+    fn gone_from(&self, key: FileKey, path: &Path) -> bool {
+        let (parent, name) = match (path.parent(), path.file_name()) {
+            (Some(p), Some(n)) => (p, n),
+            _ => return false,
+        };
+        let Ok(c) = CString::new(name.as_bytes()) else { return false };
+        let dir = match sys::open_beneath(self.root().fd(), parent, libc::O_PATH | libc::O_DIRECTORY) {
+            Ok(d) => d,
+            Err(e) => return e == Errno::ENOENT || e == Errno::ENOTDIR,
+        };
+        match sys::fstatat(dir.as_fd(), &c) {
+            Ok(st) => key_of(&st) != key,
+            Err(e) => e == Errno::ENOENT,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse, render};
+    use std::path::PathBuf;
+
+    #[test]
+    fn a_list_reads_back_and_a_torn_line_is_skipped() {
+        let l = vec![(7, 4096, PathBuf::from("a b/c%d\ne.bin")), (8, 2 << 20, PathBuf::from("x.bin"))];
+        let text = render(&l);
+        assert_eq!(parse(&text), l);
+        let torn = [text.as_slice(), b"9 12"].concat();
+        assert_eq!(parse(&torn), l);
+    }
+}
