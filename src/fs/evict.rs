@@ -284,9 +284,11 @@ impl Core {
     /// own stamp, bounded at its own RELEASE, or re-ranked at), or when it
     /// knows none. Then another node used it since (recency stamps are the
     /// only writes to a stored block's mtime) and this node's LRU does not
-    /// rank that use yet. Exact: no time window, no walk's start time; the
-    /// one assumption is that nodes' clocks agree (a stamp from a node whose
-    /// clock is behind can read as older). Always None without `-o shared`.
+    /// rank that use yet. Exact: no time window, no walk's start time.
+    /// Every node stamps in the sweeper's reference time
+    /// ([`super::clock`]), so nodes' clocks need not agree: two uses more
+    /// than [`super::clock::SKEW_BOUND`] apart are ordered whatever they
+    /// say. Always None without `-o shared`.
     pub(crate) fn stamped_elsewhere(&self, key: FileKey, st: &libc::stat) -> Option<i64> {
         if self.shared.is_none() {
             return None;
