@@ -28,7 +28,11 @@
 //! they are more than [`SKEW_BOUND`] apart (1 s of polling, 1 s of
 //! latency), whatever the nodes' clocks say, once each node has read one
 //! beat after the sweeper's (at most [`super::shared::lease::HEARTBEAT`] plus
-//! a poll after it mounts). Until then a node stamps by its own clock.
+//! a poll after it mounts). Until then a node stamps by its own clock; a
+//! stamp ahead of the reader's reference time by more than
+//! [`FUTURE_TOLERANCE`] is counted as made at the reader's time then plus
+//! that tolerance (`crate::ledger::Ledger::know_mtime`), so it looks
+//! hottest for at most that long.
 //!
 //! Tests shift a core's clock with [`Clock::set_skew`] (a node whose
 //! clock is wrong); nothing else sets it.
@@ -49,6 +53,11 @@ pub const SAMPLES: usize = 12;
 /// as 1 s). A node also stamps up to [`super::stamps`]'s delay late, which
 /// is the same on every node.
 pub const SKEW_BOUND: Duration = Duration::from_secs(2);
+
+/// How far past the reader's reference time a stamp read from the tree may
+/// be before it is counted as made then ([`SKEW_BOUND`]: any later and the
+/// writer's clock is ahead and not yet corrected).
+pub const FUTURE_TOLERANCE: Duration = SKEW_BOUND;
 
 /// A node's wall clock for recency stamps: its own clock, shifted by the
 /// offset measured to the sweeper's reference time (see the module docs).
@@ -110,6 +119,14 @@ impl super::Core {
     /// (see [`crate::fs::clock`]).
     pub fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    /// The latest mtime (ns since the epoch) a stamp read from the tree is
+    /// ranked at: the reference time now plus [`FUTURE_TOLERANCE`]
+    /// (see [`crate::ledger::Ledger::know_read`]).
+    pub fn future_cap(&self) -> i64 {
+        let tol = FUTURE_TOLERANCE.as_nanos() as i64;
+        self.clock.now_ns().saturating_add(tol)
     }
 
     /// Shared mode, this node's own clock more than

@@ -171,7 +171,7 @@ fn a_walk_that_read_an_older_mtime_does_not_undo_this_nodes_own_stamp() {
     let (d, c) = tier(&[("x.bin", t - 100 * S), ("y.bin", t - 50 * S)]);
     own_stamp(&c, d.path(), "x.bin");
     // A walk that read x before the stamp landed: x stays above y.
-    c.accounts().lock().place_by_known(&[(key(d.path(), "x.bin"), i128::from(t - 100 * S))]);
+    c.accounts().lock().place_by_known(&[(key(d.path(), "x.bin"), i128::from(t - 100 * S))], c.future_cap());
     assert_eq!(eviction_order(&c, d.path(), &["x.bin", "y.bin"]), ["y.bin", "x.bin"]);
     assert_eq!(reranked(&c), 0);
 }
@@ -232,6 +232,37 @@ fn a_block_stored_on_a_node_whose_clock_is_behind_is_restamped_in_the_reference_
     let fd = crate::sys::open(&p, libc::O_PATH | libc::O_DIRECTORY).unwrap();
     let (keys, ns) = crate::workers::stamp::flush(&b.stamper, &fd, b.clock().now_ns());
     b.stamped(&keys, ns);
+    walk(&a);
+    assert_eq!(eviction_order(&a, d.path(), &["a1.bin", "b1.bin"]), ["a1.bin", "b1.bin"]);
+}
+
+#[test]
+fn a_stamp_from_a_node_five_minutes_ahead_counts_from_when_it_was_read() {
+    let t = now_ns();
+    let (d, a) = tier(&[("b1.bin", t - 3600 * S), ("a1.bin", t - 60 * S)]);
+    // B, 5 minutes ahead, stamps b1 before it has read the sweeper's line.
+    let b = node_b(d.path(), MINUTES_5);
+    own_stamp(&b, d.path(), "b1.bin");
+    walk(&a);
+    // A minute later A uses a1; b1 is not used again.
+    a.clock().set_skew(60 * S);
+    own_stamp(&a, d.path(), "a1.bin");
+    walk(&a);
+    assert_eq!(eviction_order(&a, d.path(), &["a1.bin", "b1.bin"]), ["b1.bin", "a1.bin"]);
+}
+
+#[test]
+fn a_use_stamped_over_a_stamp_from_the_future_is_seen() {
+    let t = now_ns();
+    let (d, a) = tier(&[("b1.bin", t - 3600 * S), ("a1.bin", t - 60 * S)]);
+    let b = node_b(d.path(), MINUTES_5);
+    own_stamp(&b, d.path(), "b1.bin");
+    walk(&a);
+    a.clock().set_skew(90 * S);
+    own_stamp(&a, d.path(), "a1.bin");
+    // Node C (right clock) reads b1 after A's use of a1: an mtime below the
+    // one from the future, and still a new use.
+    stamp_elsewhere(d.path(), "b1.bin", mtime_of(d.path(), "a1.bin") + S);
     walk(&a);
     assert_eq!(eviction_order(&a, d.path(), &["a1.bin", "b1.bin"]), ["a1.bin", "b1.bin"]);
 }
