@@ -134,14 +134,15 @@ impl super::Core {
     /// distributed filesystem's client gave a file it wrote is by that clock,
     /// so the block `key` (where the ledger knows it) gets a
     /// stamp in the reference time (see [`crate::fs::clock`]).
-    pub(crate) fn restamp_if_clock_off(&self, key: crate::key::FileKey) {
+    /// Returns whether a stamp was queued.
+    pub(crate) fn restamp_if_clock_off(&self, key: crate::key::FileKey) -> bool {
         let (offset, measured) = self.clock.offset_ns();
         if self.shared.is_none() || !measured || offset.unsigned_abs() <= SKEW_BOUND.as_nanos() as u64 {
-            return;
+            return false;
         }
-        if let Some(p) = self.accounts.path_of(key) {
-            self.stamper.push(key, p);
-        }
+        let Some(p) = self.accounts.path_of(key) else { return false };
+        self.stamper.push(key, p);
+        true
     }
 }
 

@@ -229,13 +229,12 @@ impl Core {
             // Every write through this handle (daemon or kernel passthrough)
             // is done: now bounds the mtime they gave the file, so eviction
             // does not take this node's own writes for another node's use.
-            // The client set it by this node's own clock, stamps are in the
-            // reference time (`super::clock`): the later of the two bounds it.
-            let now = self.clock.now_ns().max(self.clock.local_ns());
-            self.accounts.know_mtimes(&[key], now);
-            if wrote {
-                self.restamp_if_clock_off(key);
-            }
+            // The client set that mtime by this node's own clock, stamps
+            // are in the reference time (`super::clock`): within its bound
+            // the later of the two bounds it; beyond, the file is restamped.
+            let now = self.clock.now_ns();
+            let bound = if wrote && !self.restamp_if_clock_off(key) { now.max(self.clock.local_ns()) } else { now };
+            self.accounts.know_mtimes(&[key], bound);
         }
         let backing = mode.and_then(|m| self.io.release(ino, m));
         if self.accounts.released(key) {

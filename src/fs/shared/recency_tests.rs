@@ -266,3 +266,20 @@ fn a_use_stamped_over_a_stamp_from_the_future_is_seen() {
     walk(&a);
     assert_eq!(eviction_order(&a, d.path(), &["a1.bin", "b1.bin"]), ["a1.bin", "b1.bin"]);
 }
+
+#[test]
+fn a_read_on_a_node_whose_clock_is_ahead_ranks_in_the_reference_time() {
+    let t = now_ns();
+    let (d, a) = tier(&[("x.bin", t - 100 * S), ("y.bin", t - 50 * S)]);
+    // A's clock is 5 minutes ahead; B (right clock) is the sweeper.
+    a.clock().set_skew(MINUTES_5);
+    let b = node_b(d.path(), 0);
+    let _leases = leases(&b, &a);
+    // A reads x and closes it (RELEASE); B reads y half a second later.
+    let ino = a.lookup(crate::testing::ROOT, std::ffi::OsStr::new("x.bin")).unwrap().ino;
+    let fh = a.open(ino, libc::O_RDONLY).unwrap().fh;
+    a.release(fh);
+    stamp_elsewhere(d.path(), "y.bin", now_ns() + S / 2);
+    walk(&a);
+    assert_eq!(eviction_order(&a, d.path(), &["x.bin", "y.bin"]), ["x.bin", "y.bin"]);
+}
