@@ -290,6 +290,10 @@ status_table! {
     /// Shared mode: seconds since the sweeper's last heartbeat (rewritten
     /// every 5 s; much more means a stuck holder).
     sweeper_heartbeat_age_seconds: u64;
+    /// Shared mode: the sweeper's reference time minus this node's own
+    /// clock, in ms, as measured from its heartbeats (recency stamps are
+    /// written in that time, `crate::fs::clock`); 0 until measured.
+    clock_offset_ms: i64;
     /// Shared mode: eviction candidates made most recent instead because
     /// another node had used them (one LRU across nodes).
     evict_reranked: u64 [stats];

@@ -146,7 +146,11 @@ impl Status {
                     (true, _) => format!("this node ({})", self.sweeper_holder),
                     (false, true) => "none yet".to_string(),
                     (false, false) => {
-                        format!("{} (heartbeat {}s ago)", self.sweeper_holder, self.sweeper_heartbeat_age_seconds)
+                        let offset = self.clock_offset_ms as f64 / 1000.0;
+                        format!(
+                            "{} (heartbeat {}s ago; offset to its clock {offset:+.1}s)",
+                            self.sweeper_holder, self.sweeper_heartbeat_age_seconds
+                        )
                     }
                 },
             ),

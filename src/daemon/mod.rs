@@ -106,7 +106,20 @@ fn prepare_process() {
 fn open_core(opts: &Options) -> Result<Core, String> {
     let core = Core::start(fs::Config::from_options(opts))?;
     check_atime(opts, core.root().fd())?;
+    test_clock_skew(&core);
     Ok(core)
+}
+
+/// Tests only (tests/sh/shared/clock-skew.sh): `BOUNDFS_TEST_CLOCK_SKEW_SECS`
+/// makes this daemon's own clock for recency stamps run that many seconds
+/// ahead (negative: behind), a node whose clock is wrong (see
+/// `fs::clock`). Not an option: a real node's clock is what it is.
+fn test_clock_skew(core: &Core) {
+    let Some(secs) = std::env::var("BOUNDFS_TEST_CLOCK_SKEW_SECS").ok().and_then(|v| v.parse::<i64>().ok()) else {
+        return;
+    };
+    log::warn!("BOUNDFS_TEST_CLOCK_SKEW_SECS: this node's clock for recency stamps is {secs:+}s off (tests only)");
+    core.clock().set_skew(secs.saturating_mul(1_000_000_000));
 }
 
 /// Mounts `core` at the mountpoint: as root by mount(2) itself, so the type

@@ -87,10 +87,11 @@ impl Threads {
             workers.push(thread::Builder::new().name("stamper".into()).spawn(move || {
                 // The kernel caches attributes for attr_timeout: show it the new mtimes.
                 let stamped = |keys: &[_], ns| c.stamped(keys, ns);
-                stamp::run(c.stamper(), &stamp_root, || s.load(Ordering::Relaxed), stamped);
+                let now = || c.clock().now_ns();
+                stamp::run(c.stamper(), &stamp_root, || s.load(Ordering::Relaxed), now, stamped);
                 // The session has ended: no more uses. Persist the ones the
                 // stamp_interval rate limit held back, so the LRU survives.
-                for (key, ns) in stamp::flush_unstamped(&c.unstamped_uses(), &stamp_root) {
+                for (key, ns) in stamp::flush_unstamped(&c.unstamped_uses(), &stamp_root, c.clock().now_ns()) {
                     c.stamped(&[key], ns);
                 }
             }));

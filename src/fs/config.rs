@@ -156,6 +156,7 @@ impl Core {
             stats: Stats::default(),
             inval: Invalidator::default(),
             stamper: Stamper::default(),
+            clock: Default::default(),
             evict_wake: Signal::default(),
             empty_dirs: Default::default(),
             reconcile: Default::default(),

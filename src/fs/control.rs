@@ -66,6 +66,7 @@ impl Core {
             sweeper: self.shared.as_ref().is_some_and(|t| t.sweeping.load(std::sync::atomic::Ordering::Relaxed)),
             sweeper_holder,
             sweeper_heartbeat_age_seconds,
+            clock_offset_ms: self.clock().offset_ns().0 / 1_000_000,
             requests: s.requests.snapshot(),
             syscalls: crate::sys::syscalls(),
             nonblock_warning: self.unevictable.nonblock_warning(),

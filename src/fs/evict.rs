@@ -157,7 +157,7 @@ impl Core {
             Err(Kept::Reranked(mtime)) => {
                 // One LRU across nodes: another node used it after every use
                 // this node knew. Placed at that use, not evicted.
-                self.accounts.rerank_at(key, mtime);
+                self.accounts.rerank_at(key, mtime, self.future_cap());
                 Stats::add(&self.stats.evict_reranked, 1);
                 skip("used on another node since this node last knew its mtime")
             }
@@ -284,16 +284,19 @@ impl Core {
     /// own stamp, bounded at its own RELEASE, or re-ranked at), or when it
     /// knows none. Then another node used it since (recency stamps are the
     /// only writes to a stored block's mtime) and this node's LRU does not
-    /// rank that use yet. Exact: no time window, no walk's start time; the
-    /// one assumption is that nodes' clocks agree (a stamp from a node whose
-    /// clock is behind can read as older). Always None without `-o shared`.
+    /// rank that use yet. Exact: no time window, no walk's start time.
+    /// Every node stamps in the sweeper's reference time
+    /// ([`super::clock`]), so nodes' clocks need not agree: two uses more
+    /// than [`super::clock::SKEW_BOUND`] apart are ordered whatever they
+    /// say. While the known mtime is a stamp from the future, any other
+    /// value is new ([`crate::ledger::Ledger::is_new_mtime`]). Always None
+    /// without `-o shared`.
     pub(crate) fn stamped_elsewhere(&self, key: FileKey, st: &libc::stat) -> Option<i64> {
         if self.shared.is_none() {
             return None;
         }
         let mtime = st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec);
-        let known = self.accounts.known_mtime(key);
-        known.is_none_or(|k| mtime > k).then_some(mtime)
+        self.accounts.is_new_mtime(key, mtime).then_some(mtime)
     }
 
     /// Opens the directory holding `rel` (beneath BACKING, no symlink

@@ -220,6 +220,7 @@ impl Core {
     /// its last passthrough open: drop it after replying (an ioctl).
     pub fn release(&self, fh: u64) -> Option<Arc<BackingId>> {
         let h = self.take_handle(fh)?;
+        let wrote = h.learns.load(Ordering::Relaxed);
         self.true_up(&h);
         let (key, ino, mode) = (h.key, h.ino, h.mode.lock().take());
         self.drop_released(&h);
@@ -228,7 +229,12 @@ impl Core {
             // Every write through this handle (daemon or kernel passthrough)
             // is done: now bounds the mtime they gave the file, so eviction
             // does not take this node's own writes for another node's use.
-            self.accounts.know_mtimes(&[key], super::unix_ns());
+            // The client set that mtime by this node's own clock, stamps
+            // are in the reference time (`super::clock`): within its bound
+            // the later of the two bounds it; beyond, the file is restamped.
+            let now = self.clock.now_ns();
+            let bound = if wrote && !self.restamp_if_clock_off(key) { now.max(self.clock.local_ns()) } else { now };
+            self.accounts.know_mtimes(&[key], bound);
         }
         let backing = mode.and_then(|m| self.io.release(ino, m));
         if self.accounts.released(key) {

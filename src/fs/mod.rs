@@ -11,6 +11,7 @@
 //!    flag, the empty-directory list, the own-removal notes.
 
 pub mod accounts;
+pub mod clock;
 pub mod dirlock;
 mod evict;
 pub mod handles;
@@ -112,6 +113,8 @@ pub struct Core {
     inval: Invalidator,
     /// Pending mtime stamps.
     stamper: Stamper,
+    /// The wall clock stamps are written and compared in (see [`clock`]).
+    clock: clock::Clock,
     /// Wakes the background evictor (work pending, or stop).
     evict_wake: Signal,
     /// Directories eviction may have left empty, and when stores last

@@ -280,6 +280,11 @@ impl Core {
         for (key, path) in self.accounts.renamed(r, self.now(), self.stamp_secs) {
             self.stamp_due(key, Some(path));
         }
+        // A temporary renamed into place keeps the mtime its writes got by
+        // this node's own clock (see `Core::restamp_if_clock_off`).
+        if src.st_mode & libc::S_IFMT == libc::S_IFREG {
+            self.restamp_if_clock_off(key_of(&src));
+        }
         Ok(())
     }
 

@@ -50,6 +50,9 @@ pub struct Ledger {
     /// Shared mode only (see `ledger_shared.rs`): per file, the newest mtime
     /// (ns since the epoch) this node knows it to have had.
     known: std::collections::HashMap<FileKey, i64>,
+    /// Shared mode only: the LRU rank (ns) of a file whose known mtime is a
+    /// stamp from the future (see `ledger_shared.rs`); else it is that mtime.
+    capped: std::collections::HashMap<FileKey, i64>,
     /// Shared budget only: the net and the grant (see `ledger_grant.rs`).
     grant: grant_support::Grant,
 }
@@ -104,6 +107,7 @@ impl Ledger {
             others: 0,
             indexing_bound: None,
             known: Default::default(),
+            capped: Default::default(),
             grant: Default::default(),
         }
     }
@@ -458,6 +462,7 @@ impl Ledger {
     pub fn remove(&mut self, key: FileKey) -> Option<Entry> {
         self.lru_pop(key);
         self.known.remove(&key);
+        self.capped.remove(&key);
         let e = self.entries.remove(&key)?;
         self.usage -= e.size;
         self.local_removed(&e);

@@ -246,7 +246,7 @@ impl Reconciler {
             // they become known ones (eviction re-ranks a victim only for a
             // newer one: `Core::stamped_elsewhere`, which also catches the
             // stamps in skipped directories).
-            core.accounts().place_by_known(&w.seen);
+            core.accounts().place_by_known(&w.seen, core.future_cap());
         } else if !placed.is_empty() {
             core.accounts().place_by_mtime(&placed, seen);
         }

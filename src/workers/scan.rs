@@ -96,7 +96,12 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
     });
     if core.shared() {
         // Shared mode: what eviction compares a victim's mtime with.
-        core.accounts().know_indexed_mtimes(&order);
+        core.accounts().know_indexed_mtimes(&order, core.future_cap());
+        // A stamp from the future (a node whose clock is ahead) is not
+        // ranked hottest: see `crate::fs::clock`.
+        let cap = core.future_cap();
+        let cap = (cap.div_euclid(1_000_000_000), cap.rem_euclid(1_000_000_000));
+        order.iter_mut().for_each(|(t, _)| *t = (*t).min(cap));
     }
     let keys = newest_first(order);
     for chunk in keys.chunks(4096) {

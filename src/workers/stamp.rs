@@ -20,12 +20,13 @@ use crate::sys;
 /// that reply, or the kernel would keep the old mtime for attr_timeout.
 pub const STAMP_DELAY: Duration = Duration::from_millis(100);
 
-/// Writes every stamp queued in `q` now; returns the keys stamped and the
-/// mtime written into them (ns since the epoch). Each path is resolved beneath `root` without following symlinks and
+/// Writes every stamp queued in `q` now, with the mtime `now_ns` (ns since
+/// the epoch: the reference time, `crate::fs::Core::clock`); returns the
+/// keys stamped and that mtime. Each path is resolved beneath `root` without following symlinks and
 /// checked to still be `key`, so a stamp never lands on another file.
-pub fn flush(q: &Stamper, root: &OwnedFd) -> (Vec<FileKey>, i64) {
+pub fn flush(q: &Stamper, root: &OwnedFd, now_ns: i64) -> (Vec<FileKey>, i64) {
     let batch = q.take();
-    let now = FileTime::now();
+    let now = ns_time(now_ns);
     let done =
         batch.into_iter().filter(|(key, path)| stamp_one(root, *key, path, |_| Some(now)).is_some()).map(|(k, _)| k);
     (done.collect(), ns_of(now))
@@ -67,9 +68,9 @@ fn ns_of(t: FileTime) -> i64 {
 /// to 1 ns past the mtime of the file before it, so the start-up index
 /// (`scan`, which orders by mtime) rebuilds this LRU order to within the
 /// margin; a file whose mtime is already that late is left as it is.
+/// `now` is the reference time (ns since the epoch, `crate::fs::Core::clock`).
 /// Returns the keys stamped with the mtime each got (ns since the epoch).
-pub fn flush_unstamped(uses: &[(FileKey, PathBuf, u32)], root: &OwnedFd) -> Vec<(FileKey, i64)> {
-    let now = ns_of(FileTime::now());
+pub fn flush_unstamped(uses: &[(FileKey, PathBuf, u32)], root: &OwnedFd, now: i64) -> Vec<(FileKey, i64)> {
     let mut last = i64::MIN;
     let mut done = Vec::new();
     for (key, path, age) in uses {
@@ -99,17 +100,24 @@ fn ns_time(ns: i64) -> FileTime {
 
 /// The thread body: flushes stamps queued in `q` in batches, each at least
 /// [`STAMP_DELAY`] after its first stamp was queued, until `stop` returns
-/// true; flushes once more on the way out. `stamped` gets the keys of
-/// each batch written and the mtime written (ns since the epoch).
-pub fn run(q: &Stamper, root: &OwnedFd, stop: impl Fn() -> bool, stamped: impl Fn(&[FileKey], i64)) {
+/// true; flushes once more on the way out. `now` gives the mtime to write
+/// (ns since the epoch, the reference time); `stamped` gets the keys of
+/// each batch written and the mtime written.
+pub fn run(
+    q: &Stamper,
+    root: &OwnedFd,
+    stop: impl Fn() -> bool,
+    now: impl Fn() -> i64,
+    stamped: impl Fn(&[FileKey], i64),
+) {
     while !stop() {
         let queued = q.wait_queued(Duration::from_secs(1));
         if queued && !stop() {
             std::thread::sleep(STAMP_DELAY);
         }
-        let (keys, ns) = flush(q, root);
+        let (keys, ns) = flush(q, root, now());
         stamped(&keys, ns);
     }
-    let (keys, ns) = flush(q, root);
+    let (keys, ns) = flush(q, root, now());
     stamped(&keys, ns);
 }

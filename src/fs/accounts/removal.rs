@@ -31,9 +31,15 @@ impl Accounts {
     }
 
     /// Shared tier: `key` was used on another node at `mtime` (ns): it is
-    /// ranked there in the LRU.
-    pub fn rerank_at(&self, key: FileKey, mtime: i64) {
-        self.guard().rerank_at(key, mtime);
+    /// ranked there in the LRU (at most at `cap`: see `Ledger::know_read`).
+    pub fn rerank_at(&self, key: FileKey, mtime: i64, cap: i64) {
+        self.guard().rerank_at(key, mtime, cap);
+    }
+
+    /// Shared tier: whether `mtime` (ns), read from `key`'s file, is a
+    /// stamp this node does not know (`Ledger::is_new_mtime`).
+    pub fn is_new_mtime(&self, key: FileKey, mtime: i64) -> bool {
+        self.guard().is_new_mtime(key, mtime)
     }
 
     /// Shared tier: the mtime (ns) this node knows it gave `key`.

@@ -106,10 +106,11 @@ impl Accounts {
     /// Start-up index, shared tier: the indexed blocks' mtimes (`order`, as
     /// [`record_indexed`] gives them) become the ones this node knows, which
     /// eviction compares a victim's mtime with.
-    pub fn know_indexed_mtimes(&self, order: &[((i64, i64), FileKey)]) {
+    /// A stamp from the future is ranked at `cap` (see `Ledger::know_read`).
+    pub fn know_indexed_mtimes(&self, order: &[((i64, i64), FileKey)], cap: i64) {
         let mut l = self.guard();
         for ((s, ns), k) in order {
-            l.know_mtime(*k, s.saturating_mul(1_000_000_000).saturating_add(*ns));
+            l.know_read(*k, s.saturating_mul(1_000_000_000).saturating_add(*ns), cap);
         }
     }
 
@@ -178,9 +179,10 @@ impl Accounts {
     }
 
     /// Reconcile, shared tier: every block the walk read (`(key, mtime ns)`)
-    /// takes its place in the LRU by the newest mtime known for it.
-    pub fn place_by_known(&self, read: &[(FileKey, i128)]) {
-        self.guard().place_by_known(read);
+    /// takes its place in the LRU by the newest mtime known for it (a stamp
+    /// from the future at most at `cap`: see `Ledger::know_read`).
+    pub fn place_by_known(&self, read: &[(FileKey, i128)], cap: i64) {
+        self.guard().place_by_known(read, cap);
     }
 
     /// Reconcile: `key` now has `size` allocated bytes; false when the

@@ -9,8 +9,11 @@
 //! lock manager (the one that protects open files, see `fs::shared`), so it
 //! needs no extra service. Every node tries it once a second; the holder
 //! keeps its fd open and rewrites the file's one line (`host pid N since
-//! UNIX-SECONDS`) every [`HEARTBEAT`], which is what `boundfs status` on the
-//! other nodes shows as the sweeper, with the line's age.
+//! UNIX-SECONDS term T beat B clock NS`) every [`HEARTBEAT`], which is what
+//! `boundfs status` on the other nodes shows as the sweeper, with the line's
+//! age. `clock` is the sweeper's reference time when it wrote the line: the
+//! other nodes measure their offset to it for their recency stamps (see
+//! `crate::fs::clock`).
 //!
 //! A holder that dies: its boundfs killed, the kernel closes the fd and the
 //! lock goes at once (JuiceFS, CephFS, NFSv4, Lustre release a client's
@@ -131,6 +134,22 @@ fn try_lock(fd: BorrowedFd<'_>) -> Result<bool, Errno> {
     if e == Errno::EWOULDBLOCK || e == Errno::EINTR { Ok(false) } else { Err(e) }
 }
 
+/// The reference time (ns) a holder's line says it was written at
+/// (`clock NS`), if it says one.
+fn clock_of(line: &[u8]) -> Option<i64> {
+    let line = std::str::from_utf8(line.split(|b| *b == b'\n').next()?).ok()?;
+    let mut words = line.split_whitespace();
+    words.find(|w| *w == "clock")?;
+    words.next()?.parse().ok()
+}
+
+/// A sample of this node's offset to the sweeper's reference time: a line
+/// written at `reference_ns` read now.
+fn core_clock_sample(core: &Core, reference_ns: i64) {
+    let clock = core.clock();
+    clock.sample(reference_ns, clock.local_ns());
+}
+
 /// What a watcher compares between polls: the synced size and mtime of the
 /// lease file and its line.
 fn signature(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
@@ -194,7 +213,7 @@ impl SweeperLease {
                 self.term = term;
             }
             let Some(fd) = &self.fd else { return Ok(false) };
-            if !try_lock(fd.as_fd())? && !self.take_over(dir.as_fd(), term)? {
+            if !try_lock(fd.as_fd())? && !self.take_over(core, dir.as_fd(), term)? {
                 return Ok(false);
             }
             self.held = true;
@@ -206,12 +225,13 @@ impl SweeperLease {
         if self.beat.is_none_or(|t| t.elapsed() >= HEARTBEAT) {
             self.beats += 1;
             let line = format!(
-                "{} pid {} since {} term {} beat {}\n",
+                "{} pid {} since {} term {} beat {} clock {}\n",
                 host(),
                 std::process::id(),
                 self.since,
                 self.term,
-                self.beats
+                self.beats,
+                core.clock().now_ns()
             );
             sys::ftruncate(fd.as_raw_fd(), 0)?;
             sys::pwrite_full(fd.as_raw_fd(), line.as_bytes(), 0)?;
@@ -225,9 +245,17 @@ impl SweeperLease {
     /// The lock of `term` is held elsewhere: watches its holder's line, and
     /// once it has not changed for [`TAKEOVER_AFTER`] starts term + 1 (see
     /// the module docs). Returns whether this node now holds the lease.
-    fn take_over(&mut self, dir: BorrowedFd<'_>, term: u64) -> Result<bool, Errno> {
+    fn take_over(&mut self, core: &Core, dir: BorrowedFd<'_>, term: u64) -> Result<bool, Errno> {
         let Some(fd) = &self.fd else { return Ok(false) };
         let sig = signature(fd.as_fd())?;
+        if self.watch.as_ref().is_none_or(|(t, s, _)| *t != term || *s != sig) {
+            // A beat this node has not seen: the holder wrote it since the
+            // last poll, at most TRY_EVERY ago (the first one read: at most
+            // a HEARTBEAT ago). A sample of the offset to its clock.
+            if let Some(ns) = clock_of(&sig) {
+                core_clock_sample(core, ns);
+            }
+        }
         match &self.watch {
             Some((t, s, since)) if *t == term && *s == sig => {
                 if since.elapsed() < TAKEOVER_AFTER {

@@ -11,6 +11,7 @@ use std::path::Path;
 use filetime::FileTime;
 
 use crate::fs::Core;
+use crate::fs::shared::lease::SweeperLease;
 use crate::key::FileKey;
 use crate::stats::Stats;
 use crate::testing::{core, store};
@@ -66,7 +67,7 @@ fn own_stamp(c: &Core, d: &Path, name: &str) {
     c.touch(k);
     let p = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).unwrap();
     let fd = crate::sys::open(&p, libc::O_PATH | libc::O_DIRECTORY).unwrap();
-    let (keys, ns) = crate::workers::stamp::flush(&c.stamper, &fd);
+    let (keys, ns) = crate::workers::stamp::flush(&c.stamper, &fd, c.clock().now_ns());
     assert_eq!(keys, vec![k], "node A's stamp of {name} was due and written");
     c.stamped(&keys, ns);
 }
@@ -170,7 +171,115 @@ fn a_walk_that_read_an_older_mtime_does_not_undo_this_nodes_own_stamp() {
     let (d, c) = tier(&[("x.bin", t - 100 * S), ("y.bin", t - 50 * S)]);
     own_stamp(&c, d.path(), "x.bin");
     // A walk that read x before the stamp landed: x stays above y.
-    c.accounts().lock().place_by_known(&[(key(d.path(), "x.bin"), i128::from(t - 100 * S))]);
+    c.accounts().lock().place_by_known(&[(key(d.path(), "x.bin"), i128::from(t - 100 * S))], c.future_cap());
     assert_eq!(eviction_order(&c, d.path(), &["x.bin", "y.bin"]), ["y.bin", "x.bin"]);
     assert_eq!(reranked(&c), 0);
+}
+
+// Clock skew between nodes (see `crate::fs::clock`). Node B is a second
+// core over the same BACKING whose own clock is set off by minutes; node A
+// (the core under test) holds the sweeper lease and has the right time.
+
+const MINUTES_5: i64 = 300 * S;
+
+/// Node B over `d` (indexed now), shared mode, its own clock `skew` ns off.
+fn node_b(d: &Path, skew: i64) -> Core {
+    let mut b = core(d, 1 << 30);
+    b.shared = Some(Default::default());
+    b.clock().set_skew(skew);
+    b
+}
+
+/// A takes the sweeper lease (its first heartbeat carries its clock) and B
+/// polls it once (it reads that beat).
+fn leases(a: &Core, b: &Core) -> (SweeperLease, SweeperLease) {
+    let (mut la, mut lb) = (SweeperLease::default(), SweeperLease::default());
+    assert!(la.poll(a), "A holds the lease");
+    assert!(!lb.poll(b), "B watches A's line");
+    (la, lb)
+}
+
+#[test]
+fn a_node_whose_clock_is_five_minutes_behind_keeps_its_hot_blocks() {
+    let t = now_ns();
+    // a1 and a2 were last used on A a minute ago; b1 and b2 an hour ago.
+    let blocks = [("b1.bin", t - 3600 * S), ("b2.bin", t - 3590 * S), ("a1.bin", t - 70 * S), ("a2.bin", t - 60 * S)];
+    let (d, a) = tier(&blocks);
+    let b = node_b(d.path(), -MINUTES_5);
+    let _leases = leases(&a, &b);
+    // B uses b1 and b2 now: they are the hottest blocks of the tier.
+    own_stamp(&b, d.path(), "b1.bin");
+    own_stamp(&b, d.path(), "b2.bin");
+    walk(&a);
+    // By B's own clock its stamps would be 4 minutes older than A's uses.
+    let stamped = mtime_of(d.path(), "b1.bin");
+    let names = ["a1.bin", "a2.bin", "b1.bin", "b2.bin"];
+    assert_eq!(eviction_order(&a, d.path(), &names), names);
+    assert!(stamped > t - 10 * S, "B stamps in A's time, not 5 minutes back");
+}
+
+#[test]
+fn a_block_stored_on_a_node_whose_clock_is_behind_is_restamped_in_the_reference_time() {
+    let t = now_ns();
+    let (d, a) = tier(&[("a1.bin", t - 60 * S)]);
+    let b = node_b(d.path(), -MINUTES_5);
+    let _leases = leases(&a, &b);
+    // B stores b1 now; its client sets the mtime by B's clock (faked here:
+    // the test's files get the real time), then B's stamp writer runs.
+    store(&b, "b1.bin", &[3u8; 4096]);
+    stamp_elsewhere(d.path(), "b1.bin", t - MINUTES_5);
+    let p = std::ffi::CString::new(d.path().as_os_str().as_encoded_bytes()).unwrap();
+    let fd = crate::sys::open(&p, libc::O_PATH | libc::O_DIRECTORY).unwrap();
+    let (keys, ns) = crate::workers::stamp::flush(&b.stamper, &fd, b.clock().now_ns());
+    b.stamped(&keys, ns);
+    walk(&a);
+    assert_eq!(eviction_order(&a, d.path(), &["a1.bin", "b1.bin"]), ["a1.bin", "b1.bin"]);
+}
+
+#[test]
+fn a_stamp_from_a_node_five_minutes_ahead_counts_from_when_it_was_read() {
+    let t = now_ns();
+    let (d, a) = tier(&[("b1.bin", t - 3600 * S), ("a1.bin", t - 60 * S)]);
+    // B, 5 minutes ahead, stamps b1 before it has read the sweeper's line.
+    let b = node_b(d.path(), MINUTES_5);
+    own_stamp(&b, d.path(), "b1.bin");
+    walk(&a);
+    // A minute later A uses a1; b1 is not used again.
+    a.clock().set_skew(60 * S);
+    own_stamp(&a, d.path(), "a1.bin");
+    walk(&a);
+    assert_eq!(eviction_order(&a, d.path(), &["a1.bin", "b1.bin"]), ["b1.bin", "a1.bin"]);
+}
+
+#[test]
+fn a_use_stamped_over_a_stamp_from_the_future_is_seen() {
+    let t = now_ns();
+    let (d, a) = tier(&[("b1.bin", t - 3600 * S), ("a1.bin", t - 60 * S)]);
+    let b = node_b(d.path(), MINUTES_5);
+    own_stamp(&b, d.path(), "b1.bin");
+    walk(&a);
+    a.clock().set_skew(90 * S);
+    own_stamp(&a, d.path(), "a1.bin");
+    // Node C (right clock) reads b1 after A's use of a1: an mtime below the
+    // one from the future, and still a new use.
+    stamp_elsewhere(d.path(), "b1.bin", mtime_of(d.path(), "a1.bin") + S);
+    walk(&a);
+    assert_eq!(eviction_order(&a, d.path(), &["a1.bin", "b1.bin"]), ["a1.bin", "b1.bin"]);
+}
+
+#[test]
+fn a_read_on_a_node_whose_clock_is_ahead_ranks_in_the_reference_time() {
+    let t = now_ns();
+    let (d, a) = tier(&[("x.bin", t - 100 * S), ("y.bin", t - 50 * S)]);
+    // A's clock is 5 minutes ahead; B (right clock) is the sweeper.
+    a.clock().set_skew(MINUTES_5);
+    let b = node_b(d.path(), 0);
+    let _leases = leases(&b, &a);
+    // A reads x and closes it (RELEASE); B reads y half a second later.
+    let ino = a.lookup(crate::testing::ROOT, std::ffi::OsStr::new("x.bin")).unwrap().ino;
+    let fh = a.open(ino, libc::O_RDONLY).unwrap().fh;
+    a.release(fh);
+    stamp_elsewhere(d.path(), "y.bin", now_ns() + S / 2);
+    walk(&a);
+    assert_eq!(eviction_order(&a, d.path(), &["x.bin", "y.bin"]), ["x.bin", "y.bin"]);
 }
