@@ -9,6 +9,9 @@
 //! and reads the held handle. Then A is stopped and B takes over the same
 //! connection:
 //!
+//! The mechanism is `boundfs::fuse::handover`; this test is its end-to-end
+//! check.
+//!
 //! 1. A's gate closes: a request not yet started is neither done nor
 //!    answered (its reply is forgotten, so it stays on the kernel's
 //!    processing list); the requests in flight finish and are answered.
@@ -33,14 +36,15 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use boundfs::fuse::handover::{Gate, Negotiated, notify_resend, session_on_live_fd, stop_readers};
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyEmpty, ReplyEntry, ReplyOpen, Request, Session,
@@ -52,50 +56,6 @@ const FILE_INO: u64 = 2;
 
 fn content() -> Vec<u8> {
     (0..LEN).map(|i| (i * 7 + i / 4096) as u8).collect()
-}
-
-/// Requests in flight and the closed gate (step 1).
-#[derive(Default)]
-struct Gate {
-    stopping: AtomicBool,
-    inflight: AtomicUsize,
-    /// Requests read but left unanswered for the next process.
-    gated: AtomicUsize,
-}
-
-struct InFlight<'a>(&'a Gate);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.inflight.fetch_sub(1, SeqCst);
-    }
-}
-
-impl Gate {
-    /// A request starts, or (gate closed) must be left unanswered.
-    fn enter(&self) -> Option<InFlight<'_>> {
-        self.inflight.fetch_add(1, SeqCst);
-        if self.stopping.load(SeqCst) {
-            self.inflight.fetch_sub(1, SeqCst);
-            self.gated.fetch_add(1, SeqCst);
-            return None;
-        }
-        Some(InFlight(self))
-    }
-
-    fn close_and_drain(&self) {
-        self.stopping.store(true, SeqCst);
-        while self.inflight.load(SeqCst) != 0 {
-            std::thread::sleep(Duration::from_micros(100));
-        }
-    }
-}
-
-/// What passes from the old process to the new one.
-#[derive(Default)]
-struct Negotiated {
-    flags: u64,
-    minor: u32,
 }
 
 struct Toy {
@@ -147,12 +107,8 @@ fn attr(ino: u64) -> FileAttr {
 
 impl Filesystem for Toy {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // fuser asks for ASYNC_READ | BIG_WRITES, and MAX_PAGES when offered
-        // (fuser lib.rs:107-125); this toy asks for nothing more.
-        let asked = InitFlags::FUSE_ASYNC_READ | InitFlags::FUSE_BIG_WRITES | InitFlags::FUSE_MAX_PAGES;
-        let mut n = self.negotiated.lock().unwrap();
-        n.flags = (config.capabilities() & asked).bits();
-        n.minor = config.kernel_abi().1;
+        // The toy asks for nothing beyond fuser's own flags.
+        *self.negotiated.lock().unwrap() = Negotiated::of(config, InitFlags::empty());
         Ok(())
     }
 
@@ -233,119 +189,6 @@ fn mount(mnt: &Path) -> OwnedFd {
     let r = unsafe { libc::mount(c"spike".as_ptr(), target.as_ptr(), c"fuse.spike".as_ptr(), 0, data.as_ptr().cast()) };
     check(r, "mount");
     dev
-}
-
-/// A fuser session on `live`, a connection initialised by another session
-/// (step 3): fuser's handshake reads a synthetic FUSE_INIT carrying the
-/// negotiated flags from a socketpair, then the live connection replaces the
-/// socket under the session's fd number before any thread uses it.
-fn session_on_live_fd<FS: Filesystem>(fs: FS, live: OwnedFd, cfg: Config, n: &Negotiated) -> Session<FS> {
-    let mut sv = [0; 2];
-    // SAFETY: `sv` is a writable array of two ints.
-    check(
-        unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) },
-        "socketpair",
-    );
-    // SAFETY: both fds were just made by socketpair and are owned by nothing else.
-    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
-    let mut init = Vec::with_capacity(104);
-    init.extend_from_slice(&104u32.to_ne_bytes()); // fuse_in_header.len
-    init.extend_from_slice(&26u32.to_ne_bytes()); // opcode FUSE_INIT
-    init.extend_from_slice(&1u64.to_ne_bytes()); // unique
-    init.extend_from_slice(&0u64.to_ne_bytes()); // nodeid
-    init.extend_from_slice(&[0; 16]); // uid, gid, pid, total_extlen, padding
-    init.extend_from_slice(&7u32.to_ne_bytes()); // fuse_init_in.major
-    init.extend_from_slice(&n.minor.to_ne_bytes());
-    init.extend_from_slice(&(128u32 * 1024).to_ne_bytes()); // max_readahead
-    let flags = n.flags | InitFlags::FUSE_INIT_EXT.bits();
-    init.extend_from_slice(&(flags as u32).to_ne_bytes());
-    init.extend_from_slice(&((flags >> 32) as u32).to_ne_bytes());
-    init.extend_from_slice(&[0; 44]); // unused
-    // SAFETY: a live buffer of init.len() bytes.
-    let w = unsafe { libc::write(theirs.as_raw_fd(), init.as_ptr().cast(), init.len()) };
-    assert_eq!(w, init.len() as isize);
-    let acl = cfg.acl;
-    let session = Session::from_fd(fs, ours, acl, cfg).expect("handshake on the synthetic INIT");
-    // SAFETY: both fds are open; dup3 atomically makes the session's fd
-    // number refer to the live connection (fuser's File keeps the number).
-    check(unsafe { libc::dup3(live.as_raw_fd(), session.as_fd().as_raw_fd(), libc::O_CLOEXEC) }, "dup3");
-    session
-}
-
-/// The /dev/fuse fds of this process other than `keep`.
-fn fuse_fds_except(keep: RawFd) -> Vec<RawFd> {
-    std::fs::read_dir("/proc/self/fd")
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.ok()?;
-            let fd: RawFd = e.file_name().to_str()?.parse().ok()?;
-            (fd != keep && std::fs::read_link(e.path()).ok()? == Path::new("/dev/fuse")).then_some(fd)
-        })
-        .collect()
-}
-
-/// Thread ids of fuser's event loops.
-fn fuser_threads() -> Vec<libc::pid_t> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.ok()?;
-            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-            comm.starts_with("fuser-").then(|| e.file_name().to_str()?.parse().ok())?
-        })
-        .collect()
-}
-
-extern "C" fn wake(_: libc::c_int) {}
-
-/// Step 2: the old session's readers stop without taking another request.
-/// Returns the old session's /dev/fuse files, to be closed only after the
-/// resend: closing the last fd of a cloned /dev/fuse file ends the requests
-/// on its processing list with ECONNABORTED (`fuse_dev_release`,
-/// fs/fuse/dev.c), and a reader that took a request after its fd was
-/// replaced holds it there.
-fn stop_readers(keep: RawFd, old: &fuser::BackgroundSession) -> Vec<OwnedFd> {
-    // SAFETY: a zeroed sigaction with a plain handler and no SA_RESTART.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = wake as *const () as usize;
-        check(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), "sigaction");
-    }
-    let null = File::open("/dev/null").unwrap();
-    let mut kept = Vec::new();
-    for fd in fuse_fds_except(keep) {
-        // SAFETY: `fd` is open for the duration of this call (only this
-        // function closes fuser's fds, by replacing them).
-        kept.push(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned().unwrap());
-        // SAFETY: both fds are open; fuser's Files keep their numbers, which
-        // now read end-of-file.
-        check(unsafe { libc::dup3(null.as_raw_fd(), fd, libc::O_CLOEXEC) }, "dup3 /dev/null");
-    }
-    let start = Instant::now();
-    while !old.guard.is_finished() {
-        assert!(start.elapsed() < Duration::from_secs(5), "the old session's readers did not stop");
-        for tid in fuser_threads() {
-            // SAFETY: a signal to a thread of this process; its handler does nothing.
-            unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGUSR2) };
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    kept
-}
-
-/// Step 4: the requests read and not answered go back on the pending queue
-/// (FUSE_NOTIFY_RESEND = 7, Linux 6.9; a notification is an out header
-/// with unique 0 and the code in `error`).
-fn notify_resend(dev: RawFd) -> std::io::Result<()> {
-    let mut h = Vec::with_capacity(16);
-    h.extend_from_slice(&16u32.to_ne_bytes());
-    h.extend_from_slice(&7i32.to_ne_bytes());
-    h.extend_from_slice(&0u64.to_ne_bytes());
-    // SAFETY: a live buffer of 16 bytes.
-    if unsafe { libc::write(dev, h.as_ptr().cast(), h.len()) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 fn dup(fd: &OwnedFd) -> OwnedFd {
@@ -433,7 +276,7 @@ fn live_connection_moves_to_a_new_session_without_client_errors() {
     // The hand-over.
     let t0 = Instant::now();
     a_gate.close_and_drain();
-    let old_fds = stop_readers(dev.as_raw_fd(), &a);
+    let old_fds = stop_readers(dev.as_raw_fd(), libc::SIGUSR2, || a.guard.is_finished()).unwrap();
     let a_result = a.join();
     // What the old process would send: the handle table (fds by SCM_RIGHTS;
     // here dups of the same open files), the next fh, the negotiated INIT.
@@ -441,11 +284,11 @@ fn live_connection_moves_to_a_new_session_without_client_errors() {
         a_handles.lock().unwrap().iter().map(|(fh, f)| (*fh, f.try_clone().unwrap())).collect();
     let b = toy(&backing, Arc::new(Mutex::new(handles)), Arc::new(AtomicU64::new(a_next.load(SeqCst))));
     let b_served = b.served.clone();
-    let b = session_on_live_fd(b, dup(&dev), cfg, &negotiated.lock().unwrap());
+    let b = session_on_live_fd(b, dup(&dev), cfg, &negotiated.lock().unwrap()).unwrap();
     // BOUNDFS_SPIKE_NO_RESEND=1 shows what the resend is for: the requests
     // A read and left unanswered then never return (the test fails on them).
     if std::env::var_os("BOUNDFS_SPIKE_NO_RESEND").is_none() {
-        notify_resend(dev.as_raw_fd()).expect("FUSE_NOTIFY_RESEND (Linux 6.9)");
+        notify_resend(dev.as_fd()).expect("FUSE_NOTIFY_RESEND (Linux 6.9)");
     }
     drop(old_fds);
     let b = b.spawn().unwrap();
@@ -468,7 +311,7 @@ fn live_connection_moves_to_a_new_session_without_client_errors() {
         c.join().unwrap();
     }
     let after = ops.load(SeqCst);
-    let gated = a_gate.gated.load(SeqCst);
+    let gated = a_gate.left();
     eprintln!(
         "hand-over: pause {pause:?}, A ended with {a_result:?}, {gated} requests read by A and resent to B, \
          client calls {before} before / {after} in all, B served {}",
