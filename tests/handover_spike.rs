@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use boundfs::fuse::handover::{Gate, Negotiated, notify_resend, session_on_live_fd, stop_readers};
+use boundfs::fuse::handover::{Gate, Negotiated, notify_resend, recv_fds, send_fds, session_on_live_fd, stop_readers};
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyEmpty, ReplyEntry, ReplyOpen, Request, Session,
@@ -206,8 +206,82 @@ fn toy(backing: &Path, handles: Arc<Mutex<HashMap<u64, File>>>, next_fh: Arc<Ato
     }
 }
 
+/// The two runs scan this process's /dev/fuse fds and fuser threads: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
 #[test]
-fn live_connection_moves_to_a_new_session_without_client_errors() {
+fn live_connection_moves_to_a_new_session_in_this_process() {
+    hand_over(false);
+}
+
+#[test]
+fn live_connection_moves_to_a_new_process() {
+    hand_over(true);
+}
+
+/// The side that takes the connection over.
+enum NewSide {
+    Session(fuser::BackgroundSession, Arc<AtomicU64>),
+    Process(std::process::Child, OwnedFd),
+}
+
+/// The old side's state: the negotiated INIT, the next fh, its /dev/fuse
+/// fds after the live one, the handle table (fds in the same order as the
+/// fhs); SCM_RIGHTS carries `dev`, the old fds and the handles' fds.
+fn table(n: &Negotiated, next_fh: u64, old: usize, fhs: &[u64]) -> Vec<u8> {
+    let mut t = Vec::new();
+    t.extend_from_slice(&n.minor.to_ne_bytes());
+    t.extend_from_slice(&n.flags.to_ne_bytes());
+    t.extend_from_slice(&next_fh.to_ne_bytes());
+    t.extend_from_slice(&(old as u32).to_ne_bytes());
+    fhs.iter().for_each(|fh| t.extend_from_slice(&fh.to_ne_bytes()));
+    t
+}
+
+/// The new process (run by `live_connection_moves_to_a_new_process` as this
+/// test binary with BOUNDFS_SPIKE_SOCK set; a no-op otherwise): receives
+/// the connection, the old fds and the handle table, serves, resends,
+/// reports "S", and after the unmount the number of requests it served.
+#[test]
+fn new_process_side() {
+    let Some(sock) = std::env::var("BOUNDFS_SPIKE_SOCK").ok().and_then(|s| s.parse::<i32>().ok()) else { return };
+    // SAFETY: the parent passed this fd, open and ours alone.
+    let sock = unsafe { OwnedFd::from_raw_fd(sock) };
+    let backing = PathBuf::from(std::env::var("BOUNDFS_SPIKE_BACKING").unwrap());
+    let mut buf = vec![0u8; 64 * 1024];
+    let (len, mut fds) = recv_fds(sock.as_fd(), &mut buf).unwrap();
+    let u32_at = |i: usize| u32::from_ne_bytes(buf[i..i + 4].try_into().unwrap());
+    let u64_at = |i: usize| u64::from_ne_bytes(buf[i..i + 8].try_into().unwrap());
+    let n = Negotiated { minor: u32_at(0), flags: u64_at(4) };
+    let (next_fh, old) = (u64_at(12), u32_at(20) as usize);
+    let fhs: Vec<u64> = (24..len).step_by(8).map(u64_at).collect();
+    let dev = fds.remove(0);
+    let old_fds: Vec<OwnedFd> = fds.drain(..old).collect();
+    let handles: HashMap<u64, File> = fhs.into_iter().zip(fds.into_iter().map(File::from)).collect();
+    let b = toy(&backing, Arc::new(Mutex::new(handles)), Arc::new(AtomicU64::new(next_fh)));
+    let served = b.served.clone();
+    let b = session_on_live_fd(b, dev.try_clone().unwrap(), spike_config(), &n).unwrap();
+    if std::env::var_os("BOUNDFS_SPIKE_NO_RESEND").is_none() {
+        notify_resend(dev.as_fd()).expect("FUSE_NOTIFY_RESEND (Linux 6.9)");
+    }
+    drop(old_fds);
+    let b = b.spawn().unwrap();
+    send_fds(sock.as_fd(), b"S", &[]).unwrap();
+    drop(dev);
+    let _ = b.join();
+    send_fds(sock.as_fd(), &served.load(SeqCst).to_ne_bytes(), &[]).unwrap();
+}
+
+fn spike_config() -> Config {
+    let mut cfg = Config::default();
+    cfg.acl = SessionACL::Owner;
+    cfg.n_threads = Some(2);
+    cfg.clone_fd = true;
+    cfg
+}
+
+fn hand_over(cross: bool) {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
         eprintln!("SKIP: needs root and /dev/fuse");
@@ -218,10 +292,24 @@ fn live_connection_moves_to_a_new_session_without_client_errors() {
     std::fs::create_dir(&mnt).unwrap();
     std::fs::write(&backing, content()).unwrap();
     let dev = mount(&mnt);
-    let mut cfg = Config::default();
-    cfg.acl = SessionACL::Owner;
-    cfg.n_threads = Some(2);
-    cfg.clone_fd = true;
+    let cfg = spike_config();
+    let new_process = cross.then(|| {
+        let mut sv = [0; 2];
+        // SAFETY: `sv` is a writable array of two ints; the child's end is
+        // left inheritable on purpose.
+        check(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, sv.as_mut_ptr()) }, "socketpair");
+        // SAFETY: both fds were just made and are owned by nothing else.
+        let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+        // SAFETY: F_SETFD on our own open fd.
+        check(unsafe { libc::fcntl(ours.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) }, "fcntl");
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "new_process_side", "--nocapture", "--test-threads=1"])
+            .env("BOUNDFS_SPIKE_SOCK", theirs.as_raw_fd().to_string())
+            .env("BOUNDFS_SPIKE_BACKING", &backing)
+            .spawn()
+            .unwrap();
+        (child, ours)
+    });
 
     // Session A, as boundfs runs today (from_fd after its own mount(2)).
     let a = toy(&backing, Default::default(), Arc::new(AtomicU64::new(1)));
@@ -278,20 +366,37 @@ fn live_connection_moves_to_a_new_session_without_client_errors() {
     a_gate.close_and_drain();
     let old_fds = stop_readers(dev.as_raw_fd(), libc::SIGUSR2, || a.guard.is_finished()).unwrap();
     let a_result = a.join();
-    // What the old process would send: the handle table (fds by SCM_RIGHTS;
-    // here dups of the same open files), the next fh, the negotiated INIT.
-    let handles: HashMap<u64, File> =
-        a_handles.lock().unwrap().iter().map(|(fh, f)| (*fh, f.try_clone().unwrap())).collect();
-    let b = toy(&backing, Arc::new(Mutex::new(handles)), Arc::new(AtomicU64::new(a_next.load(SeqCst))));
-    let b_served = b.served.clone();
-    let b = session_on_live_fd(b, dup(&dev), cfg, &negotiated.lock().unwrap()).unwrap();
-    // BOUNDFS_SPIKE_NO_RESEND=1 shows what the resend is for: the requests
-    // A read and left unanswered then never return (the test fails on them).
-    if std::env::var_os("BOUNDFS_SPIKE_NO_RESEND").is_none() {
-        notify_resend(dev.as_fd()).expect("FUSE_NOTIFY_RESEND (Linux 6.9)");
-    }
-    drop(old_fds);
-    let b = b.spawn().unwrap();
+    let next_fh = a_next.load(SeqCst);
+    let new = match new_process {
+        None => {
+            // In one process: dups stand for SCM_RIGHTS (same open files).
+            let handles: HashMap<u64, File> =
+                a_handles.lock().unwrap().iter().map(|(fh, f)| (*fh, f.try_clone().unwrap())).collect();
+            let b = toy(&backing, Arc::new(Mutex::new(handles)), Arc::new(AtomicU64::new(next_fh)));
+            let b_served = b.served.clone();
+            let b = session_on_live_fd(b, dup(&dev), cfg, &negotiated.lock().unwrap()).unwrap();
+            // BOUNDFS_SPIKE_NO_RESEND=1 shows what the resend is for: the
+            // requests A read and left unanswered then never return.
+            if std::env::var_os("BOUNDFS_SPIKE_NO_RESEND").is_none() {
+                notify_resend(dev.as_fd()).expect("FUSE_NOTIFY_RESEND (Linux 6.9)");
+            }
+            drop(old_fds);
+            NewSide::Session(b.spawn().unwrap(), b_served)
+        }
+        Some((child, sock)) => {
+            let handles = a_handles.lock().unwrap();
+            let fhs: Vec<u64> = handles.keys().copied().collect();
+            let mut fds = vec![dev.as_fd()];
+            fds.extend(old_fds.iter().map(|f| f.as_fd()));
+            fds.extend(fhs.iter().map(|fh| handles[fh].as_fd()));
+            let t = table(&negotiated.lock().unwrap(), next_fh, old_fds.len(), &fhs);
+            send_fds(sock.as_fd(), &t, &fds).unwrap();
+            drop(old_fds);
+            let mut ok = [0u8; 8];
+            assert_eq!(recv_fds(sock.as_fd(), &mut ok).unwrap().0, 1, "the new process did not take over");
+            NewSide::Process(child, sock)
+        }
+    };
     let pause = t0.elapsed();
 
     std::thread::sleep(Duration::from_millis(300));
@@ -312,19 +417,30 @@ fn live_connection_moves_to_a_new_session_without_client_errors() {
     }
     let after = ops.load(SeqCst);
     let gated = a_gate.left();
-    eprintln!(
-        "hand-over: pause {pause:?}, A ended with {a_result:?}, {gated} requests read by A and resent to B, \
-         client calls {before} before / {after} in all, B served {}",
-        b_served.load(SeqCst)
-    );
     drop(held);
     let errors = errors.lock().unwrap().clone();
     let target = cstr(&mnt);
     // SAFETY: a NUL-terminated path alive for the call.
     unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
     drop(dev);
-    let _ = b.join();
+    let b_served = match new {
+        NewSide::Session(b, served) => {
+            let _ = b.join();
+            served.load(SeqCst)
+        }
+        NewSide::Process(mut child, sock) => {
+            let mut n = [0u8; 8];
+            assert_eq!(recv_fds(sock.as_fd(), &mut n).unwrap().0, 8, "the new process's count");
+            assert!(child.wait().unwrap().success(), "the new process failed");
+            u64::from_ne_bytes(n)
+        }
+    };
+    eprintln!(
+        "hand-over ({}): pause {pause:?}, A ended with {a_result:?}, {gated} requests read by A and resent to B, \
+         client calls {before} before / {after} in all, B served {b_served}",
+        if cross { "to another process" } else { "in one process" },
+    );
     assert!(errors.is_empty(), "client errors across the hand-over: {errors:?}");
     assert!(a_result.is_err(), "A's loop ends on the end-of-file it reads");
-    assert!(b_served.load(SeqCst) > 0 && after > before, "B served nothing after the hand-over");
+    assert!(b_served > 0 && after > before, "B served nothing after the hand-over");
 }

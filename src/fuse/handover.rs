@@ -10,7 +10,8 @@
 //! - [`notify_resend`]: FUSE_NOTIFY_RESEND (Linux 6.9), the requests read and
 //!   not answered back on the pending queue;
 //! - [`Gate`]: no request is started once the hand-over begins; those read
-//!   after it are left unanswered for the resend.
+//!   after it are left unanswered for the resend;
+//! - [`send_fds`], [`recv_fds`]: fds over a unix socket (SCM_RIGHTS).
 //!
 //! `tests/handover_spike.rs` runs them end to end on a toy filesystem.
 
@@ -194,6 +195,85 @@ pub fn notify_resend(dev: BorrowedFd<'_>) -> std::io::Result<()> {
         return last_error("FUSE_NOTIFY_RESEND");
     }
     Ok(())
+}
+
+/// Most fds one message may carry (`SCM_MAX_FD`, include/net/scm.h).
+pub const MAX_FDS: usize = 253;
+
+/// Sends `data` with `fds` (at most [`MAX_FDS`]) over the unix socket
+/// `sock` (SCM_RIGHTS: the receiver gets the same open files). Errors: as
+/// sendmsg(2); EINVAL for too many fds.
+pub fn send_fds(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
+    if fds.len() > MAX_FDS {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let bytes = std::mem::size_of_val(fds) as u32;
+    // SAFETY: CMSG_SPACE is arithmetic on its argument.
+    let space = unsafe { libc::CMSG_SPACE(bytes) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
+    // SAFETY: msghdr is plain data; all-zero is a valid empty message.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: the control buffer is `space` bytes, 8-aligned, room for one
+        // header and `fds.len()` ints (CMSG_SPACE), which are written in it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(bytes) as _;
+            let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+            std::ptr::copy_nonoverlapping(raw.as_ptr().cast::<u8>(), libc::CMSG_DATA(c), bytes as usize);
+        }
+    }
+    // SAFETY: `msg` points at live buffers (data, control) for the call.
+    if unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) } < 0 {
+        return last_error("sendmsg");
+    }
+    Ok(())
+}
+
+/// Receives one message into `buf` and the fds it carries (close-on-exec).
+/// Returns the data's length (0: the peer is gone) and the fds. Errors: as
+/// recvmsg(2); EMSGSIZE when data or fds were cut.
+pub fn recv_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<(usize, Vec<OwnedFd>)> {
+    // SAFETY: CMSG_SPACE is arithmetic on its argument.
+    let space = unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: msghdr is plain data; all-zero is a valid empty message.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: `msg` points at live, writable buffers for the call.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return last_error("recvmsg");
+    }
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled `control` with well-formed headers up to
+    // msg_controllen; each SCM_RIGHTS payload is that many new fds, now ours.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+                let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                fds.extend((0..count).map(|i| OwnedFd::from_raw_fd(data.add(i).read_unaligned())));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+        return Err(std::io::Error::from_raw_os_error(libc::EMSGSIZE));
+    }
+    Ok((n as usize, fds))
 }
 
 /// Requests in flight, and the gate a hand-over closes: a request that

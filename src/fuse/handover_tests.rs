@@ -82,3 +82,19 @@ fn a_closed_gate_waits_for_requests_in_flight_and_lets_none_start() {
     assert!(gate.enter().is_none());
     assert_eq!(gate.left(), 1);
 }
+
+#[test]
+fn fds_sent_over_a_socket_are_the_same_open_files() {
+    let (a, b) = pair(libc::SOCK_SEQPACKET);
+    let (x, y) = pair(libc::SOCK_STREAM);
+    send_fds(a.as_fd(), b"table", &[x.as_fd(), y.as_fd()]).unwrap();
+    let mut buf = [0u8; 16];
+    let (n, fds) = recv_fds(b.as_fd(), &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"table");
+    assert_eq!(fds.len(), 2);
+    assert_eq!(ino(fds[0].as_fd()), ino(x.as_fd()));
+    assert_eq!(ino(fds[1].as_fd()), ino(y.as_fd()));
+    send_fds(a.as_fd(), b"none", &[]).unwrap();
+    let (n, fds) = recv_fds(b.as_fd(), &mut buf).unwrap();
+    assert_eq!((&buf[..n], fds.len()), (&b"none"[..], 0));
+}
