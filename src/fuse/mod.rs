@@ -21,6 +21,7 @@ use crate::fs::{Caller, Core, Opened, SetAttr, Target, Xattr};
 use crate::stats::Op;
 
 mod errors;
+pub mod gated;
 pub mod handover;
 
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
