@@ -38,6 +38,8 @@ pub struct Toy {
     /// A READ on an fh not in the table reopens the backing file (what a
     /// daemon restarted after a crash can do for a handle it never saw).
     pub reopen_unknown: Arc<AtomicBool>,
+    /// Microseconds each READ takes (more requests in flight at a crash).
+    pub read_delay_us: Arc<AtomicU64>,
 }
 
 /// Counts a request served (the gate in front of the toy is `Gated`'s).
@@ -108,6 +110,7 @@ impl Filesystem for Toy {
         reply: ReplyData,
     ) {
         let _g = enter!(self, reply);
+        std::thread::sleep(Duration::from_micros(self.read_delay_us.load(SeqCst)));
         let mut handles = self.handles.lock().unwrap();
         if !handles.contains_key(&fh.0) && self.reopen_unknown.load(SeqCst) {
             handles.insert(fh.0, File::open(&self.backing).unwrap());
@@ -169,6 +172,7 @@ pub fn toy(backing: &Path, handles: Arc<Mutex<HashMap<u64, File>>>, next_fh: Arc
         served: Default::default(),
         negotiated: Default::default(),
         reopen_unknown: Default::default(),
+        read_delay_us: Default::default(),
     }
 }
 
