@@ -17,7 +17,8 @@
 //! (`clone_fd = true`, as boundfs runs) the calls that fail fail with
 //! ECONNABORTED only: the requests on the dead daemon's clone are ended by
 //! the kernel when its last fd closes (`fuse_dev_release`), before any
-//! resend. The handle held open across the crash works because the toy
+//! resend; unless the daemon gives the supervisor its clones as `run` makes
+//! them (third run): then nothing fails. The handle held open across the crash works because the toy
 //! reopens an fh it never saw (a daemon can only do that with the handle
 //! table or its keys kept outside the process). Needs root; skipped
 //! otherwise.
@@ -34,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use boundfs::fuse::handover::{Negotiated, notify_resend, recv_fds, send_fds, session_on_live_fd};
+use boundfs::fuse::handover::{Negotiated, fuse_fds_except, notify_resend, recv_fds, send_fds, session_on_live_fd};
 use fuser::Session;
 use spike_toy::{LEN, check, content, cstr, dup, mount, spike_config, toy};
 
@@ -42,12 +43,17 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 #[test]
 fn crash_with_one_reader_file_loses_nothing() {
-    crash(false);
+    crash(false, false);
 }
 
 #[test]
 fn crash_with_a_cloned_reader_file_per_thread() {
-    crash(true);
+    crash(true, false);
+}
+
+#[test]
+fn crash_with_clones_the_supervisor_holds_loses_nothing() {
+    crash(true, true);
 }
 
 /// The daemon (run by `crash` with BOUNDFS_CRASH_SOCK set; a no-op
@@ -61,21 +67,34 @@ fn daemon_side() {
     let backing = PathBuf::from(std::env::var("BOUNDFS_CRASH_BACKING").unwrap());
     let mut cfg = spike_config();
     cfg.clone_fd = std::env::var("BOUNDFS_CRASH_CLONE").is_ok_and(|v| v == "1");
+    let cfg2 = cfg.clone();
     let mut buf = [0u8; 16];
     let (_, mut fds) = recv_fds(sock.as_fd(), &mut buf).unwrap();
     let a = toy(&backing, Default::default(), Arc::new(AtomicU64::new(1)));
     a.read_delay_us.store(2000, SeqCst);
     let negotiated = a.negotiated.clone();
     let acl = cfg.acl;
-    let a = Session::from_fd(a, fds.remove(0), acl, cfg).unwrap();
+    let a = Session::from_fd(a, fds.remove(0), acl, cfg2).unwrap();
     let n = *negotiated.lock().unwrap();
     let mut t = n.minor.to_ne_bytes().to_vec();
     t.extend_from_slice(&n.flags.to_ne_bytes());
     send_fds(sock.as_fd(), &t, &[]).unwrap();
-    let _ = a.run();
+    let a = a.spawn().unwrap();
+    // Every /dev/fuse file the session reads (the clones `run` makes) goes
+    // to the supervisor too, so that none closes with the daemon.
+    let want = if cfg.clone_fd { 2 } else { 1 };
+    let mut fds = fuse_fds_except(sock.as_raw_fd());
+    while fds.len() < want {
+        std::thread::sleep(Duration::from_millis(1));
+        fds = fuse_fds_except(sock.as_raw_fd());
+    }
+    // SAFETY: the session's fds stay open while it runs.
+    let fds: Vec<_> = fds.iter().map(|&fd| unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).collect();
+    send_fds(sock.as_fd(), b"fds", &fds).unwrap();
+    let _ = a.join();
 }
 
-fn crash(clone_fd: bool) {
+fn crash(clone_fd: bool, hold_clones: bool) {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
@@ -110,6 +129,13 @@ fn crash(clone_fd: bool) {
     let n = Negotiated {
         minor: u32::from_ne_bytes(t[0..4].try_into().unwrap()),
         flags: u64::from_ne_bytes(t[4..12].try_into().unwrap()),
+    };
+    let (_, daemon_fds) = recv_fds(sock.as_fd(), &mut t).unwrap();
+    let held_fds = if hold_clones {
+        daemon_fds
+    } else {
+        drop(daemon_fds);
+        vec![]
     };
 
     let f = mnt.join("f");
@@ -166,6 +192,7 @@ fn crash(clone_fd: bool) {
     if std::env::var_os("BOUNDFS_SPIKE_NO_RESEND").is_none() {
         notify_resend(dev.as_fd()).expect("FUSE_NOTIFY_RESEND (Linux 6.9)");
     }
+    drop(held_fds);
     let b = b.spawn().unwrap();
     let recovery = t0.elapsed();
 
@@ -188,7 +215,7 @@ fn crash(clone_fd: bool) {
     drop(held);
     let errors = errors.lock().unwrap().clone();
     eprintln!(
-        "crash (clone_fd {clone_fd}): reaped {reaped:?}, serving again {recovery:?} after the kill, \
+        "crash (clone_fd {clone_fd}, clones held {hold_clones}): reaped {reaped:?}, serving again {recovery:?} after the kill, \
          client calls {before} before / {after} in all, new daemon served {}, errors {errors:?}",
         served.load(SeqCst)
     );
@@ -198,7 +225,7 @@ fn crash(clone_fd: bool) {
     drop(dev);
     let _ = b.join();
     assert!(after > before && served.load(SeqCst) > 0, "nothing served after the restart");
-    if clone_fd {
+    if clone_fd && !hold_clones {
         assert!(errors.keys().all(|e| e.contains("os error 103")), "only ECONNABORTED may fail: {errors:?}");
     } else {
         assert!(errors.is_empty(), "client errors across the crash: {errors:?}");
