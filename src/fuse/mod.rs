@@ -21,6 +21,8 @@ use crate::fs::{Caller, Core, Opened, SetAttr, Target, Xattr};
 use crate::stats::Op;
 
 mod errors;
+pub mod gated;
+pub mod handover;
 
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
 /// filesystem (overlayfs, as in most containers); nothing stacks on boundfs.
