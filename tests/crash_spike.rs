@@ -30,7 +30,7 @@ use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -96,9 +96,7 @@ fn daemon_side() {
 
 fn crash(clone_fd: bool, hold_clones: bool) {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIP: needs root and /dev/fuse");
+    if !spike_toy::can_run() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

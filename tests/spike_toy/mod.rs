@@ -183,3 +183,22 @@ pub fn spike_config() -> Config {
     cfg.clone_fd = true;
     cfg
 }
+
+/// Whether the spikes can run here: root, /dev/fuse, and a kernel with
+/// FUSE_NOTIFY_RESEND (Linux 6.9 or later; without it the calls the old
+/// session read would hang, not fail). Says why when not.
+pub fn can_run() -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIP: needs root and /dev/fuse");
+        return false;
+    }
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = release.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse::<u32>().ok());
+    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    if (major, minor) < (6, 9) {
+        eprintln!("SKIP: FUSE_NOTIFY_RESEND needs Linux 6.9 (this is {})", release.trim());
+        return false;
+    }
+    true
+}
