@@ -108,6 +108,33 @@ pub struct Grants {
     empty_at: Mutex<Option<Instant>>,
 }
 
+/// How long a transaction waits for the record's flock before giving up
+/// (EWOULDBLOCK): a lock left by a dead or cut-off client of the distributed
+/// filesystem (JuiceFS keeps a dead session's locks until a client running
+/// background jobs cleans the session up, 5 heartbeats = 60 s after it went
+/// silent by default, and never without one) must not hold a store, the
+/// beat or the sweeper for that long. A take that gives up is treated as one
+/// that found nothing free (the node evicts for itself within its grant).
+pub const RECORD_LOCK_WAIT: Duration = Duration::from_secs(1);
+
+/// `flock(LOCK_EX)` on the record, polled with `LOCK_NB` for at most
+/// [`RECORD_LOCK_WAIT`]. Errors: EWOULDBLOCK when another client still holds
+/// it then; the errno of flock.
+fn lock_record(fd: std::os::fd::BorrowedFd<'_>) -> Result<(), Errno> {
+    let deadline = Instant::now() + RECORD_LOCK_WAIT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match sys::flock(fd, libc::LOCK_EX | libc::LOCK_NB) {
+            Ok(()) => return Ok(()),
+            Err(e) if (e == Errno::EWOULDBLOCK || e == Errno::EINTR) && Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// How long after a take found nothing free a node evicts for itself
 /// instead of asking the record again (grant comes back at the beats, once a
 /// second): one transaction per second at most while the pool is empty.
@@ -148,7 +175,7 @@ impl Core {
         let name = CString::new(BUDGET_FILE).map_err(|_| Errno::EINVAL)?;
         let fd =
             sys::openat(dir.as_fd(), &name, libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o644)?;
-        sys::flock(fd.as_fd(), libc::LOCK_EX)?;
+        lock_record(fd.as_fd())?;
         // The size from the filesystem, not this client's attribute cache
         // (a second old on JuiceFS); the record is padded to whole pages, so
         // its size rarely changes anyway.
@@ -209,6 +236,11 @@ impl Core {
             return 0;
         }
         let mut io = tier.grants.io.lock();
+        // Another store found nothing free (or the record locked) while this
+        // one waited for `io`.
+        if !force && tier.grants.empty_at.lock().is_some_and(|t| t.elapsed() < EMPTY_WAIT) {
+            return 0;
+        }
         let max = self.accounts().policy().max_size as i64;
         let chunk = grant_chunk(max as u64);
         let mut old = 0;
@@ -230,6 +262,7 @@ impl Core {
                 got
             }
             Err(e) => {
+                *tier.grants.empty_at.lock() = Some(Instant::now());
                 crate::warn_limited!(
                     "shared tier: could not read the shared budget record: {e:?}; stores wait for eviction"
                 );
@@ -281,7 +314,12 @@ impl Core {
         io.watch = watch;
         match r {
             Ok(_) => {}
-            Err(e) => crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}"),
+            Err(e) => {
+                // Stores evict for themselves meanwhile rather than wait for
+                // the record again.
+                *tier.grants.empty_at.lock() = Some(Instant::now());
+                crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}")
+            }
         }
     }
 

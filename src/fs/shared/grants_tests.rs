@@ -64,3 +64,35 @@ fn a_node_that_leaves_moves_its_bytes_to_the_drift_and_the_last_one_clears_the_r
     b.grant_leave(b.shared_tier().unwrap());
     assert!(!record.exists(), "the last node to leave clears the record");
 }
+
+#[test]
+fn a_record_locked_by_another_client_holds_no_store_longer_than_the_lock_wait() {
+    use std::os::fd::AsRawFd;
+    use std::time::{Duration, Instant};
+    let d = tempfile::tempdir().unwrap();
+    let max = 8 * MIB;
+    let a = node(d.path(), max);
+    let block = vec![3u8; MIB as usize];
+    store(&a, "a0.bin", &block);
+    // Another client holds the record's lock (a dead client's session
+    // keeps it): a second open file description conflicts with a's.
+    let record = std::fs::File::open(d.path().join(".boundfs").join(super::BUDGET_FILE)).unwrap();
+    // SAFETY: flock on an open fd; no pointers.
+    assert_eq!(unsafe { libc::flock(record.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let bound = super::RECORD_LOCK_WAIT + Duration::from_millis(500);
+    let mut longest = Duration::ZERO;
+    for i in 1..16 {
+        let t = Instant::now();
+        store(&a, &format!("a{i}.bin"), &block);
+        longest = longest.max(t.elapsed());
+    }
+    assert!(longest <= bound, "a store waited {longest:?} for the locked record (bound {bound:?})");
+    assert!(blocks_in(d.path()) <= max, "within the grant a had: {} bytes", blocks_in(d.path()));
+    let t = Instant::now();
+    a.grant_beat(a.shared_tier().unwrap(), true);
+    assert!(t.elapsed() <= bound, "the beat waited {:?} for the locked record", t.elapsed());
+    drop(record);
+    // The lock gone, the next take goes through (after EMPTY_WAIT).
+    std::thread::sleep(super::EMPTY_WAIT);
+    assert!(a.grant_take(a.shared_tier().unwrap(), MIB, true) > 0, "a takes grant once the record is free");
+}
