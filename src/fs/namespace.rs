@@ -130,7 +130,9 @@ impl Core {
         let st = sys::fstat(fd.as_fd())?;
         self.accounts.made(key_of(&st));
         self.refresh_dir(p);
-        Ok(self.publish(p, name, fd, &st, false))
+        let attr = self.publish(p, name, fd, &st, false);
+        self.accounts.made_here(key_of(&st));
+        Ok(attr)
     }
 
     /// MKDIR. Errors: the backing errno, ENOSPC when no room can be made.

@@ -454,13 +454,18 @@ impl Ledger {
         }
     }
 
-    /// Forgets `key` entirely, returning its bytes to the budget.
+    /// Forgets `key` entirely, returning its bytes to the budget: this
+    /// node removed it (an unlink or rmdir through the mount, its eviction).
     pub fn remove(&mut self, key: FileKey) -> Option<Entry> {
+        self.remove_as(key, true)
+    }
+
+    fn remove_as(&mut self, key: FileKey, own: bool) -> Option<Entry> {
         self.lru_pop(key);
         self.known.remove(&key);
         let e = self.entries.remove(&key)?;
         self.usage -= e.size;
-        self.local_removed(&e);
+        self.local_removed(&e, own);
         self.open_handles -= u64::from(e.opens);
         if e.block {
             self.block_files -= 1;

@@ -430,6 +430,12 @@ impl Accounts {
         self.guard().fresh(key);
     }
 
+    /// An object [`Accounts::made`] is in the ledger now (published): it is
+    /// this node's part of a shared tier's usage.
+    pub fn made_here(&self, key: FileKey) {
+        self.guard().mark_local(key);
+    }
+
     /// A directory the daemon made itself (recreating a removed path,
     /// `super::recreate`), of `size` allocated bytes, at `now`.
     pub fn made_dir(&self, key: FileKey, size: u64, now: u32) {

@@ -18,9 +18,13 @@
 //!   nothing is free the node evicts inline, which lowers its own net: it
 //!   never waits for another node.
 //! - **Giving back.** Once a second each node publishes its net and gives
-//!   back what it holds unused beyond two chunks, keeping one. The sweeper's
-//!   evictions lower its net below zero, and what it frees reaches the pool
-//!   that way.
+//!   back what it holds unused beyond two chunks, keeping one.
+//! - **Removals across nodes.** A node that removes an object it did not
+//!   make (the sweeper's evictions, mostly) takes its bytes out of the drift
+//!   at its next transaction; the maker, once it learns the object is gone,
+//!   drops it from its net and its grant at once and puts the bytes back in
+//!   the drift at its next transaction. An object of a node that left or
+//!   died is in the drift already, so its removal frees it for good.
 //! - **Sweeps** stay on the sweeper's own view of the tree (its watermarks):
 //!   the record's nets count a block an owner has not yet learned is gone,
 //!   so a sweep by them would go below the low watermark.
@@ -146,6 +150,9 @@ struct Io {
     beat: u64,
     /// Had a line in the record (a later absence means it was reclaimed).
     registered: bool,
+    /// The net this node last wrote in its line (what a reclaim moved to
+    /// the drift).
+    published: i64,
     /// Other nodes' beats as last seen, and since when (this node's clock).
     watch: HashMap<String, (u64, Instant)>,
 }
@@ -185,17 +192,22 @@ impl Core {
         let mut rec = Record::parse(&String::from_utf8_lossy(&buf[..n]));
         let me = io.id.clone();
         let mine = rec.nodes.iter().position(|x| x.0 == me);
-        if mine.is_none() {
-            // New here, or reclaimed as dead: what this node counted so far
-            // is in the drift (or was never its own).
-            if io.registered {
-                log::warn!(
-                    "shared tier: this node's line in the shared budget record was reclaimed; counting from zero again"
-                );
-                self.accounts().restart_net(Some(0));
-            }
-            io.registered = true;
+        // Removals since the last transaction: this node's objects removed
+        // elsewhere go from its net to the drift, others' objects it removed
+        // come out of the drift (`crate::ledger`'s grant support).
+        let moved = self.accounts().take_drift_moves();
+        rec.drift += moved.0 as i64 - moved.1 as i64;
+        if mine.is_none() && io.registered {
+            // Reclaimed as dead: the net it last published is in the drift
+            // already, what it counted since goes there too, and it counts
+            // from zero again.
+            log::warn!(
+                "shared tier: this node's line in the shared budget record was reclaimed; counting from zero again"
+            );
+            rec.drift += self.accounts().grant_state().net - io.published;
+            self.accounts().restart_net(Some(0));
         }
+        io.registered = true;
         let before = self.accounts().grant_state();
         let wanted = f(&mut rec, &me, before);
         rec.nodes.retain(|x| x.0 != me);
@@ -204,14 +216,21 @@ impl Core {
                 g = self.accounts().lower_grant(g);
             }
             io.beat += 1;
+            // Removals learned from here on are the next transaction's
+            // moves (out of this net already, and of the ledger's grant).
             let net = self.accounts().grant_state().net;
             rec.nodes.push((me, g, net, io.beat));
-            self.write_record(&fd, &rec)?;
+            if let Err(e) = self.write_record(&fd, &rec) {
+                self.accounts().restore_drift_moves(moved.0, moved.1);
+                return Err(e);
+            }
+            io.published = net;
             if g > before.granted.unwrap_or(0) {
                 self.accounts().set_granted(Some(g));
             }
-        } else {
-            self.write_record(&fd, &rec)?;
+        } else if let Err(e) = self.write_record(&fd, &rec) {
+            self.accounts().restore_drift_moves(moved.0, moved.1);
+            return Err(e);
         }
         Ok(rec)
     }
@@ -320,6 +339,20 @@ impl Core {
                 *tier.grants.empty_at.lock() = Some(Instant::now());
                 crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}")
             }
+        }
+    }
+
+    /// After an eviction that removed other nodes' objects: their bytes
+    /// come out of the drift now, before the journal tells their makers
+    /// (who then drop them from their grants and take from the pool).
+    pub(crate) fn grant_settle(&self, tier: &SharedTier) {
+        if !tier.budget || self.accounts().drift_out() == 0 {
+            return;
+        }
+        let mut io = tier.grants.io.lock();
+        let r = self.grant_transaction(&mut io, |_, _, st| Some(st.granted.unwrap_or(0)));
+        if let Err(e) = r {
+            crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}");
         }
     }
 

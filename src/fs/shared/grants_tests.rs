@@ -96,3 +96,59 @@ fn a_record_locked_by_another_client_holds_no_store_longer_than_the_lock_wait() 
     std::thread::sleep(super::EMPTY_WAIT);
     assert!(a.grant_take(a.shared_tier().unwrap(), MIB, true) > 0, "a takes grant once the record is free");
 }
+
+/// The record's drift (its head's third field).
+fn drift_of(dir: &Path) -> i64 {
+    let text = std::fs::read_to_string(dir.join(".boundfs").join(super::BUDGET_FILE)).unwrap();
+    text.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+#[test]
+fn bytes_of_a_node_that_left_leave_the_drift_when_another_node_removes_them() {
+    use crate::testing::ROOT;
+    let d = tempfile::tempdir().unwrap();
+    let max = 8 * MIB;
+    let (a, b) = (node(d.path(), max), node(d.path(), max));
+    store(&a, "x.bin", &vec![1u8; MIB as usize]);
+    store(&b, "y.bin", &vec![2u8; 4 * MIB as usize]);
+    b.grant_leave(b.shared_tier().unwrap());
+    let before = drift_of(d.path());
+    assert!(before >= 4 * MIB as i64, "b's 4 MiB went to the drift: {before}");
+    a.lookup(ROOT, std::ffi::OsStr::new("y.bin")).unwrap();
+    a.unlink(ROOT, std::ffi::OsStr::new("y.bin")).unwrap();
+    a.grant_beat(a.shared_tier().unwrap(), true);
+    let after = drift_of(d.path());
+    assert!(after <= before - 4 * MIB as i64, "y.bin came out of the drift once a removed it: {before} -> {after}");
+    // Without that, a could never hold more than max - 4 MiB again.
+    for i in 0..7 {
+        store(&a, &format!("a{i}.bin"), &vec![3u8; MIB as usize]);
+    }
+    let st = a.accounts().grant_state();
+    assert!(st.granted.unwrap() >= 7 * MIB as i64, "a holds the budget b left: {st:?}");
+    assert!(blocks_in(d.path()) <= max);
+}
+
+#[test]
+fn a_block_the_sweeper_evicts_moves_from_its_makers_grant_through_the_drift_to_the_pool() {
+    use crate::testing::ROOT;
+    let d = tempfile::tempdir().unwrap();
+    let max = 8 * MIB;
+    let (a, b) = (node(d.path(), max), node(d.path(), max));
+    store(&a, "x.bin", &vec![1u8; MIB as usize]);
+    store(&b, "y.bin", &vec![2u8; 4 * MIB as usize]);
+    let (ta, tb) = (a.shared_tier().unwrap(), b.shared_tier().unwrap());
+    a.grant_beat(ta, true);
+    b.grant_beat(tb, false);
+    let d0 = drift_of(d.path());
+    let gb = b.accounts().grant_state().granted.unwrap();
+    // a (the sweeper) evicts b's block; b learns it from a's journal.
+    a.lookup(ROOT, std::ffi::OsStr::new("y.bin")).unwrap();
+    assert!(a.evict(4 * MIB, false) >= 4 * MIB, "a evicted y.bin");
+    a.grant_beat(ta, true);
+    assert_eq!(drift_of(d.path()), d0 - 4 * MIB as i64, "the drift lends the evicted bytes at once");
+    assert!(b.journal_apply(tb, true) > 0, "b learns y.bin is gone");
+    let st = b.accounts().grant_state();
+    assert_eq!(st.granted.unwrap(), gb - 4 * MIB as i64, "b's grant shrinks with its net: {st:?}");
+    b.grant_beat(tb, false);
+    assert_eq!(drift_of(d.path()), d0, "b's beat pays the drift back: nothing counted twice");
+}
