@@ -188,5 +188,21 @@ mod tests {
         assert_eq!(l.net(), 45, "removing another node's file leaves the net");
         l.remove(k(2));
         assert_eq!(l.net(), 0);
+        assert_eq!(l.take_drift_moves(), (0, 100), "another node's file this node removed leaves the drift");
+    }
+
+    #[test]
+    fn a_removal_learned_of_this_nodes_object_moves_it_from_the_grant_to_the_drift() {
+        let mut l = Ledger::new(1 << 30);
+        let k = |i| FileKey { dev: 1, ino: i };
+        l.set_granted(Some(100));
+        l.upsert(k(1), 30, true, Some("a.bin".into()), 0);
+        l.mark_local(k(1));
+        assert!(l.index(k(2), 20, true, Some("b.bin".into())));
+        l.remove_learned(k(1));
+        assert_eq!((l.net(), l.granted()), (0, Some(70)), "the net and the grant drop together");
+        l.remove_learned(k(2));
+        assert_eq!(l.take_drift_moves(), (30, 0), "only this node's object goes back to the drift");
+        assert_eq!(l.take_drift_moves(), (0, 0), "taken once");
     }
 }
