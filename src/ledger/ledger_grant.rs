@@ -39,14 +39,6 @@ impl Ledger {
         self.grant.local as i64
     }
 
-    /// Starts counting the net from zero: nothing counted now is this
-    /// node's any more (a node whose line in the shared record was
-    /// reclaimed: its bytes moved to the record's drift). O(entries).
-    pub fn reset_net(&mut self) {
-        self.entries.values_mut().for_each(|e| e.local = false);
-        self.grant.local = 0;
-    }
-
     /// Marks `key` as made through this mount: its bytes join the net.
     pub fn mark_local(&mut self, key: FileKey) {
         if let Some(e) = self.entries.get_mut(&key)

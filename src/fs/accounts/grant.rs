@@ -58,12 +58,4 @@ impl Accounts {
     pub fn restore_drift_moves(&self, into: u64, out: u64) {
         self.guard().restore_drift_moves(into, out);
     }
-
-    /// Starts this node's net from zero (everything counted now is learned)
-    /// and sets the grant to `bytes`.
-    pub fn restart_net(&self, bytes: Option<i64>) {
-        let mut l = self.guard();
-        l.reset_net();
-        l.set_granted(bytes);
-    }
 }

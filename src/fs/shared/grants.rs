@@ -31,7 +31,8 @@
 //! - **Dead nodes.** The sweeper watches every other node's beat by its own
 //!   clock (no clocks are compared); a line unchanged for [`RECLAIM_AFTER`]
 //!   is removed, its net moved to the drift and its grant to the pool. A node
-//!   that finds its line gone starts its net from zero again.
+//!   that finds its line gone (it was cut off, not dead) takes that net back
+//!   from the drift and goes on with its own count.
 //! - **Booking the drift.** The first node whose start-up index completes
 //!   while the record has no booking sets the drift to its view of the tree
 //!   less the published nets.
@@ -198,14 +199,17 @@ impl Core {
         let moved = self.accounts().take_drift_moves();
         rec.drift += moved.0 as i64 - moved.1 as i64;
         if mine.is_none() && io.registered {
-            // Reclaimed as dead: the net it last published is in the drift
-            // already, what it counted since goes there too, and it counts
-            // from zero again.
+            // Reclaimed as dead while alive (cut off, stopped): the reclaim
+            // moved the net it last published to the drift; it takes that
+            // back and goes on with its own count, which still holds every
+            // object it made (those stored since, those in flight) and has
+            // dropped those others removed meanwhile (their removers took
+            // them out of the drift). Counting from zero instead lost the
+            // objects in flight: their growth counted nowhere.
             log::warn!(
-                "shared tier: this node's line in the shared budget record was reclaimed; counting from zero again"
+                "shared tier: this node's line in the shared budget record was reclaimed; it takes its count back"
             );
-            rec.drift += self.accounts().grant_state().net - io.published;
-            self.accounts().restart_net(Some(0));
+            rec.drift -= io.published;
         }
         io.registered = true;
         let before = self.accounts().grant_state();

@@ -152,3 +152,26 @@ fn a_block_the_sweeper_evicts_moves_from_its_makers_grant_through_the_drift_to_t
     b.grant_beat(tb, false);
     assert_eq!(drift_of(d.path()), d0, "b's beat pays the drift back: nothing counted twice");
 }
+
+#[test]
+fn a_node_found_reclaimed_takes_its_count_back_and_keeps_what_it_stored_since() {
+    let d = tempfile::tempdir().unwrap();
+    let b = node(d.path(), 8 * MIB);
+    let tb = b.shared_tier().unwrap();
+    store(&b, "y0.bin", &vec![1u8; MIB as usize]);
+    b.grant_beat(tb, false);
+    // The sweeper reclaims b's line: its published net goes to the drift.
+    let path = d.path().join(".boundfs").join(super::BUDGET_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut rec = super::Record::parse(&text);
+    let (_, _, net, _) = rec.nodes.pop().unwrap();
+    rec.drift += net;
+    std::fs::write(&path, rec.render()).unwrap();
+    // b stores on within the grant it has, then finds its line gone.
+    store(&b, "y1.bin", &vec![2u8; MIB as usize]);
+    b.grant_beat(tb, false);
+    let rec = super::Record::parse(&std::fs::read_to_string(&path).unwrap());
+    let nets: i64 = rec.nodes.iter().map(|n| n.2).sum();
+    assert_eq!(rec.drift + nets, blocks_in(d.path()) as i64, "both blocks counted, once: {rec:?}");
+    assert_eq!(nets, blocks_in(d.path()) as i64, "b took its count back from the drift: {rec:?}");
+}
