@@ -89,8 +89,10 @@ impl Core {
                 ticket = t.or(ticket);
             }
         }
-        // Shared tier: tell the other nodes at once (fs/shared/journal.rs).
+        // Shared tier: tell the other nodes at once (fs/shared/journal.rs),
+        // once what this freed of theirs is in the budget record's pool.
         if let Some(t) = &self.shared {
+            self.grant_settle(t);
             self.journal_publish(t);
         }
         if let Some(t) = ticket.filter(|_| wait) {
@@ -238,7 +240,7 @@ impl Core {
                 Some(Ok(fd))
                     if sys::fstat(fd.as_fd()).is_ok_and(|st| key_of(&st) == key) && self.lock_victim(fd.as_fd()) => {}
                 Some(Err(e)) if *e == Errno::ENOENT => {
-                    return Err(Kept::AlreadyGone(self.accounts.finish_removal(key)));
+                    return Err(Kept::AlreadyGone(self.accounts.removal_found_gone(key)));
                 }
                 _ => {
                     self.accounts.abort_removal(key);
@@ -264,7 +266,7 @@ impl Core {
                 self.accounts.finish_removal(key)
             }
             Err(e) if e == Errno::ENOENT && what != Removal::Dir => {
-                return Err(Kept::AlreadyGone(self.accounts.finish_removal(key)));
+                return Err(Kept::AlreadyGone(self.accounts.removal_found_gone(key)));
             }
             Err(e) => {
                 self.accounts.abort_removal(key);

@@ -356,7 +356,7 @@ impl Core {
         }
         let mut waited = false;
         let mut journal_read = false;
-        let (mut took, mut forced) = (false, false);
+        let (mut took, mut forced, mut force_take) = (false, false, false);
         for _ in 0..16 {
             // close(2) returns before the kernel's RELEASE reaches us: a file
             // just closed may still look open. The first time the room is
@@ -381,21 +381,33 @@ impl Core {
                     if !took {
                         took = true;
                         if let Some(t) = &self.shared {
-                            self.grant_take(t, short, forced);
+                            self.grant_take(t, short, forced || force_take);
                         }
+                        force_take = false;
                         continue;
                     }
                     took = false;
-                    // Blocks of this node's that the sweeper removed leave
-                    // its net once read from the journals: evicting more
-                    // for them would sweep twice.
+                    // Blocks of this node's that another node removed are
+                    // in the record's pool already (and out of this grant
+                    // once read from the journals): take them rather than
+                    // evict more for them, which would sweep twice.
                     if !journal_read {
                         journal_read = true;
                         if self.shared.as_ref().is_some_and(|t| self.journal_apply(t, true) > 0) {
+                            force_take = true;
                             continue;
                         }
                     }
+                    // With nothing of its own left (a node just come or
+                    // counting from zero again), the least recently used
+                    // blocks of any node: their bytes leave the record's
+                    // drift at this node's next take (see
+                    // fs/shared/grants.rs, "Removals across nodes").
                     if self.evict_own(short, wait) == 0 {
+                        if self.evict(short, wait) > 0 {
+                            force_take = true;
+                            continue;
+                        }
                         if forced {
                             break;
                         }

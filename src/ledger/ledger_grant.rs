@@ -23,20 +23,20 @@ pub struct Grant {
     local: u64,
     /// Bytes this node may hold (net + reserved); None without a shared budget.
     granted: Option<i64>,
+    /// Bytes of this node's objects that others removed since the last
+    /// [`Ledger::take_drift_moves`]: they left the net and the grant, and go
+    /// to the shared record's drift (the remover took them out of it).
+    drift_in: u64,
+    /// Bytes of objects not this node's that it removed since then: they
+    /// come out of the drift (their maker, learning of it, puts them back
+    /// from its net; a dead or departed maker's are in the drift already).
+    drift_out: u64,
 }
 
 impl Ledger {
     /// This node's net: bytes of the objects made here still counted.
     pub fn net(&self) -> i64 {
         self.grant.local as i64
-    }
-
-    /// Starts counting the net from zero: nothing counted now is this
-    /// node's any more (a node whose line in the shared record was
-    /// reclaimed: its bytes moved to the record's drift). O(entries).
-    pub fn reset_net(&mut self) {
-        self.entries.values_mut().for_each(|e| e.local = false);
-        self.grant.local = 0;
     }
 
     /// Marks `key` as made through this mount: its bytes join the net.
@@ -62,11 +62,51 @@ impl Ledger {
         }
     }
 
-    /// An entry left the ledger.
-    pub(super) fn local_removed(&mut self, e: &super::Entry) {
+    /// [`Ledger::remove`] of an object this node learned was removed
+    /// elsewhere (another node, or behind the mounts).
+    pub fn remove_learned(&mut self, key: FileKey) -> Option<super::Entry> {
+        self.remove_as(key, false)
+    }
+
+    /// [`Ledger::finish_removal`] of a victim another node (or a process
+    /// behind the mounts) removed first: learned, not this node's removal.
+    pub fn finish_removal_learned(&mut self, key: FileKey) -> u64 {
+        match self.entries.get(&key) {
+            Some(e) if e.state == super::State::Evicting => self.remove_learned(key).map_or(0, |e| e.size),
+            _ => 0,
+        }
+    }
+
+    /// An entry left the ledger: `own`, this node removed it; otherwise it
+    /// learned the object was removed elsewhere.
+    pub(super) fn local_removed(&mut self, e: &super::Entry, own: bool) {
         if e.local {
             self.grant.local -= e.size;
+            if !own && let Some(g) = self.grant.granted.as_mut() {
+                *g -= e.size as i64;
+                self.grant.drift_in += e.size;
+            }
+        } else if own && self.grant.granted.is_some() {
+            self.grant.drift_out += e.size;
         }
+    }
+
+    /// The bytes to move into and out of the shared record's drift since
+    /// the last call (see `Grant`), reset.
+    pub fn take_drift_moves(&mut self) -> (u64, u64) {
+        (std::mem::take(&mut self.grant.drift_in), std::mem::take(&mut self.grant.drift_out))
+    }
+
+    /// Bytes of others' objects removed here not yet taken out of the drift.
+    pub fn drift_out(&self) -> u64 {
+        self.grant.drift_out
+    }
+
+    /// Moves taken by [`Ledger::take_drift_moves`] that the record did not
+    /// get (its transaction failed), kept for the next one.
+    pub fn restore_drift_moves(&mut self, into: u64, out: u64) {
+        self.grant.drift_in += into;
+        self.grant.drift_out += out;
     }
 
     /// The grant (bytes), if the shared budget is on.
@@ -93,7 +133,7 @@ impl Ledger {
     /// ledger update, here or on another node): drop it, so the new object
     /// is recorded afresh.
     pub fn fresh(&mut self, key: FileKey) {
-        self.remove(key);
+        self.remove_learned(key);
     }
 
     /// Eviction for this node's own grant: the least recently used evictable
@@ -161,5 +201,21 @@ mod tests {
         assert_eq!(l.net(), 45, "removing another node's file leaves the net");
         l.remove(k(2));
         assert_eq!(l.net(), 0);
+        assert_eq!(l.take_drift_moves(), (0, 100), "another node's file this node removed leaves the drift");
+    }
+
+    #[test]
+    fn a_removal_learned_of_this_nodes_object_moves_it_from_the_grant_to_the_drift() {
+        let mut l = Ledger::new(1 << 30);
+        let k = |i| FileKey { dev: 1, ino: i };
+        l.set_granted(Some(100));
+        l.upsert(k(1), 30, true, Some("a.bin".into()), 0);
+        l.mark_local(k(1));
+        assert!(l.index(k(2), 20, true, Some("b.bin".into())));
+        l.remove_learned(k(1));
+        assert_eq!((l.net(), l.granted()), (0, Some(70)), "the net and the grant drop together");
+        l.remove_learned(k(2));
+        assert_eq!(l.take_drift_moves(), (30, 0), "only this node's object goes back to the drift");
+        assert_eq!(l.take_drift_moves(), (0, 0), "taken once");
     }
 }

@@ -50,7 +50,7 @@ impl Ledger {
     /// entry was kept or unknown).
     pub fn drop_unused(&mut self, key: FileKey) -> u64 {
         match self.entries.get(&key) {
-            Some(e) if e.state == State::Live && e.opens == 0 => self.remove(key).map_or(0, |e| e.size),
+            Some(e) if e.state == State::Live && e.opens == 0 => self.remove_learned(key).map_or(0, |e| e.size),
             _ => 0,
         }
     }

@@ -458,14 +458,19 @@ impl Ledger {
         }
     }
 
-    /// Forgets `key` entirely, returning its bytes to the budget.
+    /// Forgets `key` entirely, returning its bytes to the budget: this
+    /// node removed it (an unlink or rmdir through the mount, its eviction).
     pub fn remove(&mut self, key: FileKey) -> Option<Entry> {
+        self.remove_as(key, true)
+    }
+
+    fn remove_as(&mut self, key: FileKey, own: bool) -> Option<Entry> {
         self.lru_pop(key);
         self.known.remove(&key);
         self.capped.remove(&key);
         let e = self.entries.remove(&key)?;
         self.usage -= e.size;
-        self.local_removed(&e);
+        self.local_removed(&e, own);
         self.open_handles -= u64::from(e.opens);
         if e.block {
             self.block_files -= 1;
@@ -579,21 +584,17 @@ impl Ledger {
     }
 }
 
-#[path = "ledger_reconcile.rs"]
-mod reconcile_support;
-
-#[path = "ledger_shared.rs"]
-mod shared_support;
-
 #[path = "ledger_grant.rs"]
 mod grant_support;
-#[path = "ledger_recent.rs"]
-mod recent_support;
-
-#[cfg(test)]
-#[path = "ledger_tests.rs"]
-mod tests;
-
 #[cfg(test)]
 #[path = "ledger_model_tests.rs"]
 mod model_tests;
+#[path = "ledger_recent.rs"]
+mod recent_support;
+#[path = "ledger_reconcile.rs"]
+mod reconcile_support;
+#[path = "ledger_shared.rs"]
+mod shared_support;
+#[cfg(test)]
+#[path = "ledger_tests.rs"]
+mod tests;

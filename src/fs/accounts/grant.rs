@@ -43,12 +43,20 @@ impl Accounts {
         g
     }
 
-    /// Starts this node's net from zero (everything counted now is learned)
-    /// and sets the grant to `bytes`.
-    pub fn restart_net(&self, bytes: Option<i64>) {
-        let mut l = self.guard();
-        l.reset_net();
-        l.set_granted(bytes);
+    /// The bytes to move into and out of the shared record's drift (see
+    /// `crate::ledger`'s grant support), reset.
+    pub fn take_drift_moves(&self) -> (u64, u64) {
+        self.guard().take_drift_moves()
+    }
+
+    /// Bytes of others' objects this node removed not yet out of the drift.
+    pub fn drift_out(&self) -> u64 {
+        self.guard().drift_out()
+    }
+
+    /// Drift moves a failed transaction did not write, kept for the next.
+    pub fn restore_drift_moves(&self, into: u64, out: u64) {
+        self.guard().restore_drift_moves(into, out);
     }
 
     /// This node's net and the objects it made that have a path (`(key,

@@ -60,6 +60,13 @@ impl Accounts {
         self.guard().finish_removal(key)
     }
 
+    /// The removal begun by [`Accounts::begin_removal`] found the victim
+    /// gone already (removed elsewhere): `key` leaves usage; returns the
+    /// bytes freed.
+    pub fn removal_found_gone(&self, key: FileKey) -> u64 {
+        self.guard().finish_removal_learned(key)
+    }
+
     /// The removal begun by [`Accounts::begin_removal`] did not happen.
     pub fn abort_removal(&self, key: FileKey) {
         self.guard().abort_removal(key);

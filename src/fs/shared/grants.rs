@@ -21,13 +21,20 @@
 //!   back what it holds unused beyond one chunk, after reading the other
 //!   nodes' removal journals: the sweeper's evictions of its blocks lower
 //!   its net there, and what they freed reaches the pool that way.
+//! - **Removals across nodes.** A node that removes an object it did not
+//!   make (the sweeper's evictions, mostly) takes its bytes out of the drift
+//!   at its next transaction; the maker, once it learns the object is gone,
+//!   drops it from its net and its grant at once and puts the bytes back in
+//!   the drift at its next transaction. An object of a node that left or
+//!   died is in the drift already, so its removal frees it for good.
 //! - **Sweeps** stay on the sweeper's own view of the tree (its watermarks):
 //!   the record's nets count a block an owner has not yet learned is gone,
 //!   so a sweep by them would go below the low watermark.
 //! - **Dead nodes.** The sweeper watches every other node's beat by its own
 //!   clock (no clocks are compared); a line unchanged for [`RECLAIM_AFTER`]
 //!   is removed, its net moved to the drift and its grant to the pool. A node
-//!   that finds its line gone starts its net from zero again.
+//!   that finds its line gone (it was cut off, not dead) takes that net back
+//!   from the drift and goes on with its own count.
 //! - **Booking the drift.** The first node whose start-up index completes
 //!   while the record has no booking sets the drift to its view of the tree
 //!   less the published nets.
@@ -113,6 +120,33 @@ pub struct Grants {
     empty_at: Mutex<Option<Instant>>,
 }
 
+/// How long a transaction waits for the record's flock before giving up
+/// (EWOULDBLOCK): a lock left by a dead or cut-off client of the distributed
+/// filesystem (JuiceFS keeps a dead session's locks until a client running
+/// background jobs cleans the session up, 5 heartbeats = 60 s after it went
+/// silent by default, and never without one) must not hold a store, the
+/// beat or the sweeper for that long. A take that gives up is treated as one
+/// that found nothing free (the node evicts for itself within its grant).
+pub const RECORD_LOCK_WAIT: Duration = Duration::from_secs(1);
+
+/// `flock(LOCK_EX)` on the record, polled with `LOCK_NB` for at most
+/// [`RECORD_LOCK_WAIT`]. Errors: EWOULDBLOCK when another client still holds
+/// it then; the errno of flock.
+fn lock_record(fd: std::os::fd::BorrowedFd<'_>) -> Result<(), Errno> {
+    let deadline = Instant::now() + RECORD_LOCK_WAIT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match sys::flock(fd, libc::LOCK_EX | libc::LOCK_NB) {
+            Ok(()) => return Ok(()),
+            Err(e) if (e == Errno::EWOULDBLOCK || e == Errno::EINTR) && Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// How long after a take found nothing free a node evicts for itself
 /// instead of asking the record again (grant comes back at the beats, once a
 /// second): one transaction per second at most while the pool is empty.
@@ -124,6 +158,9 @@ struct Io {
     beat: u64,
     /// Had a line in the record (a later absence means it was reclaimed).
     registered: bool,
+    /// The net this node last wrote in its line (what a reclaim moved to
+    /// the drift).
+    published: i64,
     /// Other nodes' beats as last seen, and since when (this node's clock).
     watch: HashMap<String, (u64, Instant)>,
     /// The lease directory, opened once (dropped after an error, reopened
@@ -180,7 +217,7 @@ impl Core {
         let name = CString::new(BUDGET_FILE).map_err(|_| Errno::EINVAL)?;
         let fd =
             sys::openat(dir.as_fd(), &name, libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o644)?;
-        sys::flock(fd.as_fd(), libc::LOCK_EX)?;
+        lock_record(fd.as_fd())?;
         // The size from the filesystem, not this client's attribute cache
         // (a second old on JuiceFS); the record is padded to whole pages, so
         // its size rarely changes anyway.
@@ -190,17 +227,25 @@ impl Core {
         let mut rec = Record::parse(&String::from_utf8_lossy(&buf[..n]));
         let me = io.id.clone();
         let mine = rec.nodes.iter().position(|x| x.0 == me);
-        if mine.is_none() {
-            // New here, or reclaimed as dead: what this node counted so far
-            // is in the drift (or was never its own).
-            if io.registered {
-                log::warn!(
-                    "shared tier: this node's line in the shared budget record was reclaimed; counting from zero again"
-                );
-                self.accounts().restart_net(Some(0));
-            }
-            io.registered = true;
+        // Removals since the last transaction: this node's objects removed
+        // elsewhere go from its net to the drift, others' objects it removed
+        // come out of the drift (`crate::ledger`'s grant support).
+        let moved = self.accounts().take_drift_moves();
+        rec.drift += moved.0 as i64 - moved.1 as i64;
+        if mine.is_none() && io.registered {
+            // Reclaimed as dead while alive (cut off, stopped): the reclaim
+            // moved the net it last published to the drift; it takes that
+            // back and goes on with its own count, which still holds every
+            // object it made (those stored since, those in flight) and has
+            // dropped those others removed meanwhile (their removers took
+            // them out of the drift). Counting from zero instead lost the
+            // objects in flight: their growth counted nowhere.
+            log::warn!(
+                "shared tier: this node's line in the shared budget record was reclaimed; it takes its count back"
+            );
+            rec.drift -= io.published;
         }
+        io.registered = true;
         let before = self.accounts().grant_state();
         let wanted = f(&mut rec, &me, before);
         rec.nodes.retain(|x| x.0 != me);
@@ -209,14 +254,21 @@ impl Core {
                 g = self.accounts().lower_grant(g);
             }
             io.beat += 1;
+            // Removals learned from here on are the next transaction's
+            // moves (out of this net already, and of the ledger's grant).
             let net = self.accounts().grant_state().net;
             rec.nodes.push((me, g, net, io.beat));
-            self.write_record(&fd, &rec)?;
+            if let Err(e) = self.write_record(&fd, &rec) {
+                self.accounts().restore_drift_moves(moved.0, moved.1);
+                return Err(e);
+            }
+            io.published = net;
             if g > before.granted.unwrap_or(0) {
                 self.accounts().set_granted(Some(g));
             }
-        } else {
-            self.write_record(&fd, &rec)?;
+        } else if let Err(e) = self.write_record(&fd, &rec) {
+            self.accounts().restore_drift_moves(moved.0, moved.1);
+            return Err(e);
         }
         Ok(rec)
     }
@@ -241,6 +293,11 @@ impl Core {
             return 0;
         }
         let mut io = tier.grants.io.lock();
+        // Another store found nothing free (or the record locked) while this
+        // one waited for `io`.
+        if !force && tier.grants.empty_at.lock().is_some_and(|t| t.elapsed() < EMPTY_WAIT) {
+            return 0;
+        }
         let policy = self.accounts().policy();
         let max = policy.max_size as i64;
         let mut old = 0;
@@ -263,6 +320,7 @@ impl Core {
                 got
             }
             Err(e) => {
+                *tier.grants.empty_at.lock() = Some(Instant::now());
                 crate::warn_limited!(
                     "shared tier: could not read the shared budget record: {e:?}; stores wait for eviction"
                 );
@@ -291,7 +349,7 @@ impl Core {
         }
         let off_drift = io.off_drift;
         let r = self.grant_transaction(&mut io, |rec, me, st| {
-            rec.drift = (rec.drift - off_drift).max(0);
+            rec.drift -= off_drift;
             if sweeping {
                 let mut seen = HashMap::new();
                 rec.nodes.retain(|(id, grant, net, beat)| {
@@ -327,7 +385,26 @@ impl Core {
         }
         match r {
             Ok(_) => {}
-            Err(e) => crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}"),
+            Err(e) => {
+                // Stores evict for themselves meanwhile rather than wait for
+                // the record again.
+                *tier.grants.empty_at.lock() = Some(Instant::now());
+                crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}")
+            }
+        }
+    }
+
+    /// After an eviction that removed other nodes' objects: their bytes
+    /// come out of the drift now, before the journal tells their makers
+    /// (who then drop them from their grants and take from the pool).
+    pub(crate) fn grant_settle(&self, tier: &SharedTier) {
+        if !tier.budget || self.accounts().drift_out() == 0 {
+            return;
+        }
+        let mut io = tier.grants.io.lock();
+        let r = self.grant_transaction(&mut io, |_, _, st| Some(st.granted.unwrap_or(0)));
+        if let Err(e) = r {
+            crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}");
         }
     }
 

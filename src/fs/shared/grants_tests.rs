@@ -104,3 +104,108 @@ fn what_a_node_leaves_behind_the_sweeper_adopts_and_takes_off_the_drift() {
     let left = std::fs::read_dir(d.path().join(".boundfs").join(super::super::orphans::ORPHANS_DIR)).unwrap().count();
     assert_eq!(left, 0, "the list is removed once adopted");
 }
+
+#[test]
+fn a_record_locked_by_another_client_holds_no_store_longer_than_the_lock_wait() {
+    use std::os::fd::AsRawFd;
+    use std::time::{Duration, Instant};
+    let d = tempfile::tempdir().unwrap();
+    let max = 8 * MIB;
+    let a = node(d.path(), max);
+    let block = vec![3u8; MIB as usize];
+    store(&a, "a0.bin", &block);
+    // Another client holds the record's lock (a dead client's session
+    // keeps it): a second open file description conflicts with a's.
+    let record = std::fs::File::open(d.path().join(".boundfs").join(super::BUDGET_FILE)).unwrap();
+    // SAFETY: flock on an open fd; no pointers.
+    assert_eq!(unsafe { libc::flock(record.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let bound = super::RECORD_LOCK_WAIT + Duration::from_millis(500);
+    let mut longest = Duration::ZERO;
+    for i in 1..16 {
+        let t = Instant::now();
+        store(&a, &format!("a{i}.bin"), &block);
+        longest = longest.max(t.elapsed());
+    }
+    assert!(longest <= bound, "a store waited {longest:?} for the locked record (bound {bound:?})");
+    assert!(blocks_in(d.path()) <= max, "within the grant a had: {} bytes", blocks_in(d.path()));
+    let t = Instant::now();
+    a.grant_beat(a.shared_tier().unwrap(), true);
+    assert!(t.elapsed() <= bound, "the beat waited {:?} for the locked record", t.elapsed());
+    drop(record);
+    // The lock gone, the next take goes through (after EMPTY_WAIT).
+    std::thread::sleep(super::EMPTY_WAIT);
+    assert!(a.grant_take(a.shared_tier().unwrap(), MIB, true) > 0, "a takes grant once the record is free");
+}
+
+#[test]
+fn bytes_of_a_node_that_left_leave_the_drift_when_another_node_removes_them() {
+    use crate::testing::ROOT;
+    let d = tempfile::tempdir().unwrap();
+    let max = 8 * MIB;
+    let (a, b) = (node(d.path(), max), node(d.path(), max));
+    store(&a, "x.bin", &vec![1u8; MIB as usize]);
+    store(&b, "y.bin", &vec![2u8; 4 * MIB as usize]);
+    b.grant_leave(b.shared_tier().unwrap());
+    let before = drift_of(d.path());
+    assert!(before >= 4 * MIB as i64, "b's 4 MiB went to the drift: {before}");
+    a.lookup(ROOT, std::ffi::OsStr::new("y.bin")).unwrap();
+    a.unlink(ROOT, std::ffi::OsStr::new("y.bin")).unwrap();
+    a.grant_beat(a.shared_tier().unwrap(), true);
+    let after = drift_of(d.path());
+    assert!(after <= before - 4 * MIB as i64, "y.bin came out of the drift once a removed it: {before} -> {after}");
+    // Without that, a could never hold more than max - 4 MiB again.
+    for i in 0..7 {
+        store(&a, &format!("a{i}.bin"), &vec![3u8; MIB as usize]);
+    }
+    let st = a.accounts().grant_state();
+    assert!(st.granted.unwrap() >= 7 * MIB as i64, "a holds the budget b left: {st:?}");
+    assert!(blocks_in(d.path()) <= max);
+}
+
+#[test]
+fn a_block_the_sweeper_evicts_moves_from_its_makers_grant_through_the_drift_to_the_pool() {
+    use crate::testing::ROOT;
+    let d = tempfile::tempdir().unwrap();
+    let max = 8 * MIB;
+    let (a, b) = (node(d.path(), max), node(d.path(), max));
+    store(&a, "x.bin", &vec![1u8; MIB as usize]);
+    store(&b, "y.bin", &vec![2u8; 4 * MIB as usize]);
+    let (ta, tb) = (a.shared_tier().unwrap(), b.shared_tier().unwrap());
+    a.grant_beat(ta, true);
+    b.grant_beat(tb, false);
+    let d0 = drift_of(d.path());
+    let gb = b.accounts().grant_state().granted.unwrap();
+    // a (the sweeper) evicts b's block; b learns it from a's journal.
+    a.lookup(ROOT, std::ffi::OsStr::new("y.bin")).unwrap();
+    assert!(a.evict(4 * MIB, false) >= 4 * MIB, "a evicted y.bin");
+    a.grant_beat(ta, true);
+    assert_eq!(drift_of(d.path()), d0 - 4 * MIB as i64, "the drift lends the evicted bytes at once");
+    assert!(b.journal_apply(tb, true) > 0, "b learns y.bin is gone");
+    let st = b.accounts().grant_state();
+    assert_eq!(st.granted.unwrap(), gb - 4 * MIB as i64, "b's grant shrinks with its net: {st:?}");
+    b.grant_beat(tb, false);
+    assert_eq!(drift_of(d.path()), d0, "b's beat pays the drift back: nothing counted twice");
+}
+
+#[test]
+fn a_node_found_reclaimed_takes_its_count_back_and_keeps_what_it_stored_since() {
+    let d = tempfile::tempdir().unwrap();
+    let b = node(d.path(), 8 * MIB);
+    let tb = b.shared_tier().unwrap();
+    store(&b, "y0.bin", &vec![1u8; MIB as usize]);
+    b.grant_beat(tb, false);
+    // The sweeper reclaims b's line: its published net goes to the drift.
+    let path = d.path().join(".boundfs").join(super::BUDGET_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut rec = super::Record::parse(&text);
+    let (_, _, net, _) = rec.nodes.pop().unwrap();
+    rec.drift += net;
+    std::fs::write(&path, rec.render()).unwrap();
+    // b stores on within the grant it has, then finds its line gone.
+    store(&b, "y1.bin", &vec![2u8; MIB as usize]);
+    b.grant_beat(tb, false);
+    let rec = super::Record::parse(&std::fs::read_to_string(&path).unwrap());
+    let nets: i64 = rec.nodes.iter().map(|n| n.2).sum();
+    assert_eq!(rec.drift + nets, blocks_in(d.path()) as i64, "both blocks counted, once: {rec:?}");
+    assert_eq!(nets, blocks_in(d.path()) as i64, "b took its count back from the drift: {rec:?}");
+}

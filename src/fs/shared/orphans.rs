@@ -2,11 +2,11 @@
 //! `shared_budget=record`; the record is [`super::grants`]).
 //!
 //! A node that leaves moves its net into the record's drift: its objects
-//! stay in the tree, and no node counts them any more. Without more, the
-//! drift would only grow: those objects are evicted later like any other,
-//! but nothing takes their bytes out of the drift, so every restart of a
-//! node would shrink the budget the live nodes share by what it held (a
-//! rolling restart of every node, by the whole tree).
+//! stay in the tree, and no node counts them any more. A node that removes
+//! one later takes its bytes off the drift (see [`super::grants`],
+//! "Removals across nodes"), so the drift comes down as they are evicted;
+//! until then the budget the live nodes share is smaller by what the left
+//! node held, and no node can evict those blocks for its own grant.
 //!
 //! So the leaving node also lists its objects, one line each
 //! (`INO BYTES PATH\n`, PATH relative to BACKING and escaped as in the
@@ -17,15 +17,17 @@
 //! and for each line:
 //! - an object its ledger knows at that path becomes its own (its bytes
 //!   join its net, and its evictions free its grant);
-//! - an object gone from the path (or replaced by another inode) is gone;
+//! - an object gone from the path (or replaced by another inode) was taken
+//!   off the drift by the node that removed it, or was removed behind the
+//!   mounts and stays in the drift (on the safe side);
 //! - an object there that its ledger does not know yet stays in the drift
-//!   (on the safe side: counted, but by no node).
+//!   until a node removes it.
 //!
-//! The bytes listed of the first two kinds come off the drift in the
-//! beat's transaction, after the adoption, so the tree is never counted
-//! short. A node that dies (SIGKILL, a crash) writes no list: its line is
-//! reclaimed into the drift (see [`super::grants`], "Dead nodes"), where
-//! its bytes stay until every node has left the record once.
+//! The bytes of the adopted objects come off the drift in the beat's
+//! transaction, after the adoption, so the tree is never counted short. A
+//! node that dies (SIGKILL, a crash) writes no list: its line is reclaimed
+//! into the drift (see [`super::grants`], "Dead nodes"), and its objects
+//! leave the drift as nodes remove them.
 
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -175,7 +177,7 @@ impl Core {
     }
 
     /// Adopts `lines` (see the module docs); returns the bytes listed of
-    /// those adopted or gone.
+    /// those adopted.
     fn adopt_lines(&self, lines: &[(u64, u64, PathBuf)]) -> i64 {
         let Ok(root) = sys::fstat(self.root().fd()) else { return 0 };
         let (mut adopted, mut gone, mut kept) = (0i64, 0i64, 0i64);
@@ -191,10 +193,10 @@ impl Core {
         }
         log::info!(
             "shared tier: a node that left had {} objects: {adopted} bytes adopted here, {gone} bytes gone, \
-             {kept} bytes not known here yet (they stay in the drift)",
+             {kept} bytes not known here yet (they leave the drift when a node removes them)",
             lines.len()
         );
-        adopted + gone
+        adopted
     }
 
     /// Whether the object `key` is no longer at `path` beneath BACKING.
