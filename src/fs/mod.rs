@@ -387,6 +387,12 @@ impl Core {
                         continue;
                     }
                     took = false;
+                    // Nothing to evict is known before the start-up index
+                    // is done (a node just mounted): wait for it first.
+                    if wait && self.index_report().is_none() {
+                        self.wait_indexed();
+                        continue;
+                    }
                     // Blocks of this node's that another node removed are
                     // in the record's pool already (and out of this grant
                     // once read from the journals): take them rather than

@@ -118,6 +118,9 @@ pub struct Grants {
     /// When a take last found nothing free: for [`EMPTY_WAIT`] after, a
     /// short node evicts for itself instead of asking again.
     empty_at: Mutex<Option<Instant>>,
+    /// Since when every transaction on the record has failed (None: the
+    /// last one went through). See [`Core::grant_unreachable`].
+    failing_since: Mutex<Option<Instant>>,
 }
 
 /// How long a transaction waits for the record's flock before giving up
@@ -250,7 +253,7 @@ impl Core {
         let wanted = f(&mut rec, &me, before);
         rec.nodes.retain(|x| x.0 != me);
         if let Some(mut g) = wanted {
-            if g < before.granted.unwrap_or(0) {
+            if before.granted.is_none_or(|b| g < b) {
                 g = self.accounts().lower_grant(g);
             }
             io.beat += 1;
@@ -317,15 +320,36 @@ impl Core {
                     rec.drift
                 );
                 *tier.grants.empty_at.lock() = (got < short).then(Instant::now);
+                *tier.grants.failing_since.lock() = None;
                 got
             }
             Err(e) => {
                 *tier.grants.empty_at.lock() = Some(Instant::now());
+                self.grant_unreachable(tier);
                 crate::warn_limited!(
                     "shared tier: could not read the shared budget record: {e:?}; stores wait for eviction"
                 );
                 0
             }
+        }
+    }
+
+    /// A transaction on the record failed. Once they have all failed for
+    /// [`RECLAIM_AFTER`] (a lock left by a dead client, which JuiceFS keeps
+    /// until a client with background jobs cleans its session up; the
+    /// record unreadable), this node admits stores against its own view of
+    /// the tree, as with `shared_budget=views`, instead of failing them with
+    /// ENOSPC once it has nothing of its own to evict; the next transaction
+    /// that goes through sets its grant again (to what it holds, at least).
+    fn grant_unreachable(&self, tier: &SharedTier) {
+        let mut since = tier.grants.failing_since.lock();
+        let first = *since.get_or_insert_with(Instant::now);
+        if first.elapsed() >= RECLAIM_AFTER && self.accounts().grant_state().granted.is_some() {
+            log::warn!(
+                "shared tier: the shared budget record has been unusable for {RECLAIM_AFTER:?}; this node admits \
+                 stores against its own view of the tree until it is back"
+            );
+            self.accounts().set_granted(None);
         }
     }
 
@@ -352,7 +376,7 @@ impl Core {
             rec.drift -= off_drift;
             if sweeping {
                 let mut seen = HashMap::new();
-                rec.nodes.retain(|(id, grant, net, beat)| {
+                rec.nodes.retain(|(id, _, net, beat)| {
                     if id == me {
                         return true;
                     }
@@ -364,9 +388,7 @@ impl Core {
                         log::warn!(
                             "shared tier: node {id} has not beaten for {RECLAIM_AFTER:?}: its grant is reclaimed"
                         );
-                        // Its grant, not its last published net: it may
-                        // have stored up to its grant since that beat.
-                        rec.drift += net.max(grant);
+                        rec.drift += net;
                         return false;
                     }
                     seen.insert(id.clone(), (*beat, since));
@@ -384,11 +406,12 @@ impl Core {
             io.off_drift = 0;
         }
         match r {
-            Ok(_) => {}
+            Ok(_) => *tier.grants.failing_since.lock() = None,
             Err(e) => {
                 // Stores evict for themselves meanwhile rather than wait for
                 // the record again.
                 *tier.grants.empty_at.lock() = Some(Instant::now());
+                self.grant_unreachable(tier);
                 crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}")
             }
         }
