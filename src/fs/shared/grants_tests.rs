@@ -163,7 +163,7 @@ fn bytes_of_a_node_that_left_leave_the_drift_when_another_node_removes_them() {
 }
 
 #[test]
-fn a_block_the_sweeper_evicts_moves_from_its_makers_grant_through_the_drift_to_the_pool() {
+fn a_block_the_sweeper_evicts_goes_through_the_drift_and_its_makers_unused_grant_to_the_pool() {
     use crate::testing::ROOT;
     let d = tempfile::tempdir().unwrap();
     let max = 8 * MIB;
@@ -182,9 +182,13 @@ fn a_block_the_sweeper_evicts_moves_from_its_makers_grant_through_the_drift_to_t
     assert_eq!(drift_of(d.path()), d0 - 4 * MIB as i64, "the drift lends the evicted bytes at once");
     assert!(b.journal_apply(tb, true) > 0, "b learns y.bin is gone");
     let st = b.accounts().grant_state();
-    assert_eq!(st.granted.unwrap(), gb - 4 * MIB as i64, "b's grant shrinks with its net: {st:?}");
+    assert_eq!(st.granted.unwrap(), gb, "b's grant stays (b may store the bytes again at once): {st:?}");
+    assert_eq!(st.held, 0, "y.bin left b's net");
     b.grant_beat(tb, false);
     assert_eq!(drift_of(d.path()), d0, "b's beat pays the drift back: nothing counted twice");
+    let chunk = super::grant_chunk(&b.accounts().policy(), 2);
+    let g = b.accounts().grant_state().granted.unwrap();
+    assert!(g <= chunk, "and gives back what it holds unused beyond one chunk: {g}");
 }
 
 #[test]
