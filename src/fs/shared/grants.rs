@@ -157,6 +157,15 @@ fn lock_record(fd: std::os::fd::BorrowedFd<'_>) -> Result<(), Errno> {
 /// second): one transaction per second at most while the pool is empty.
 pub const EMPTY_WAIT: Duration = Duration::from_secs(1);
 
+impl Io {
+    /// Sets this node's id on first use.
+    fn ensure_id(&mut self) {
+        if self.id.is_empty() {
+            self.id = super::journal::node_id();
+        }
+    }
+}
+
 #[derive(Default)]
 struct Io {
     id: String,
@@ -199,14 +208,21 @@ impl Core {
         io: &mut Io,
         f: impl FnOnce(&mut Record, &str, GrantState) -> Option<i64>,
     ) -> Result<Record, Errno> {
-        if io.id.is_empty() {
-            io.id = super::journal::node_id();
-        }
+        io.ensure_id();
         let r = self.grant_locked(io, f);
         if r.is_err() {
             io.dir = None;
         }
         r
+    }
+
+    /// The lease directory as cached in `io`, opened on first use.
+    /// Errors: the backing errno.
+    fn grant_dir<'a>(&self, io: &'a mut Io) -> Result<std::os::fd::BorrowedFd<'a>, Errno> {
+        if io.dir.is_none() {
+            io.dir = Some(super::lease::lease_dir(self)?);
+        }
+        io.dir.as_ref().map(AsFd::as_fd).ok_or(Errno::EIO)
     }
 
     /// [`Core::grant_transaction`] with the lease directory as cached in `io`.
@@ -215,10 +231,7 @@ impl Core {
         io: &mut Io,
         f: impl FnOnce(&mut Record, &str, GrantState) -> Option<i64>,
     ) -> Result<Record, Errno> {
-        if io.dir.is_none() {
-            io.dir = Some(super::lease::lease_dir(self)?);
-        }
-        let dir = io.dir.as_ref().ok_or(Errno::EIO)?;
+        let dir = self.grant_dir(io)?;
         let name = CString::new(BUDGET_FILE).map_err(|_| Errno::EINVAL)?;
         let fd =
             sys::openat(dir.as_fd(), &name, libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o644)?;
@@ -368,10 +381,16 @@ impl Core {
         let now = Instant::now();
         let mut watch = std::mem::take(&mut io.watch);
         if sweeping {
-            if io.id.is_empty() {
-                io.id = super::journal::node_id();
+            io.ensure_id();
+            let me = io.id.clone();
+            // The cached lease directory: this runs every second.
+            match self.grant_dir(&mut io) {
+                Ok(lease) => {
+                    let adopted = self.orphans_adopt(lease, &me);
+                    io.off_drift += adopted;
+                }
+                Err(e) => crate::warn_limited!("shared tier: could not open the lease directory: {e:?}"),
             }
-            io.off_drift += self.orphans_adopt(&io.id);
         }
         let off_drift = io.off_drift;
         let r = self.grant_transaction(&mut io, |rec, me, st| {

@@ -30,7 +30,7 @@
 //! leave the drift as nodes remove them.
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -70,20 +70,26 @@ fn parse(buf: &[u8]) -> Vec<(u64, u64, PathBuf)> {
     out
 }
 
+/// Opens (with `create`, making it) the orphans directory in the lease
+/// directory `lease`. Errors: the backing errno (ENOENT without `create`
+/// when there is none).
+fn orphans_dir_in(lease: BorrowedFd<'_>, create: bool) -> Result<OwnedFd, Errno> {
+    let name = CString::new(ORPHANS_DIR).map_err(|_| Errno::EINVAL)?;
+    if create {
+        match sys::mkdirat(lease, &name, 0o755) {
+            Ok(()) => {}
+            Err(e) if e == Errno::EEXIST => {}
+            Err(e) => return Err(e),
+        }
+    }
+    sys::openat(lease, &name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)
+}
+
 impl Core {
     /// Opens (with `create`, making it) the orphans directory beneath BACKING.
     /// Errors: the backing errno (ENOENT without `create` when there is none).
     fn orphans_dir(&self, create: bool) -> Result<OwnedFd, Errno> {
-        let lease = super::lease::lease_dir(self)?;
-        let name = CString::new(ORPHANS_DIR).map_err(|_| Errno::EINVAL)?;
-        if create {
-            match sys::mkdirat(lease.as_fd(), &name, 0o755) {
-                Ok(()) => {}
-                Err(e) if e == Errno::EEXIST => {}
-                Err(e) => return Err(e),
-            }
-        }
-        sys::openat(lease.as_fd(), &name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)
+        orphans_dir_in(super::lease::lease_dir(self)?.as_fd(), create)
     }
 
     /// Unmount, after this node's line left the record and its net went to
@@ -111,12 +117,13 @@ impl Core {
         sys::renameat2(dir.as_fd(), &tmp, dir.as_fd(), &name, 0)
     }
 
-    /// The sweeper's beat: claims every list of a node that left, adopts
-    /// what it can (see the module docs) and removes the list. Returns the
+    /// The sweeper's beat, in the lease directory `lease`: claims every
+    /// list of a node that left, adopts what it can (see the module docs)
+    /// and removes the list. Returns the
     /// bytes to take off the drift. Errors are logged; what was not read
     /// stays in the drift.
-    pub(super) fn orphans_adopt(&self, me: &str) -> i64 {
-        let dir = match self.orphans_dir(false) {
+    pub(super) fn orphans_adopt(&self, lease: BorrowedFd<'_>, me: &str) -> i64 {
+        let dir = match orphans_dir_in(lease, false) {
             Ok(d) => d,
             Err(e) if e == Errno::ENOENT => return 0,
             Err(e) => {
