@@ -14,7 +14,9 @@
 #                                      opinion on the metrics file), and from
 #                                      crates.io the File System eXerciser
 #                                      (fsx, pinned) that tests/sh/posix/fsx.sh
-#                                      runs (about 2 minutes of compiling);
+#                                      runs (about 2 minutes of compiling)
+#                                      and cargo-deb (pinned; builds the .deb,
+#                                      scripts/package-deb.sh, about 2 more);
 #                                      for the shared-tier scenarios
 #                                      (tests/sh/9*-shared-*) redis-server and
 #                                      iproute2, and in their own venv
@@ -33,11 +35,12 @@ TESTS=0
 for a in "$@"; do
     case "$a" in
         --tests) TESTS=1 ;;
-        -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "install-deps.sh: unknown argument '$a' (use --tests to add what the tests need)" >&2; exit 2 ;;
     esac
 done
 FSX_VERSION=0.3.2
+CARGO_DEB_VERSION=3.8.0
 JUICEFS_VERSION=1.4.2
 KUBERNETES_VALIDATE_VERSION=1.37.0
 SHARED_VENV=${SHARED_VENV:-/opt/boundfs-shared}
@@ -97,6 +100,13 @@ if ! [ -x "$fsx" ] || [ "$("$fsx" --version 2>/dev/null)" != "fsx $FSX_VERSION" 
     # about 45 s of compiling on 2 idle cores (140 s on busy ones), once per machine
     echo "installing fsx $FSX_VERSION (cargo install)"
     cargo install --quiet --locked fsx --version "$FSX_VERSION"
+fi
+# cargo-deb builds the Debian package (scripts/package-deb.sh,
+# tests/sh/daemon/deb-package.sh); 3.8.0 needs rustc >= 1.85
+if [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; then
+    # about 100 s of compiling on 2 cores, once per machine
+    echo "installing cargo-deb $CARGO_DEB_VERSION (cargo install)"
+    cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION"
 fi
 
 # The engines' own storage code (vLLM, SGLang, LMCache from PyPI, CPU torch),
