@@ -78,6 +78,10 @@ assert_eq 0 "$BFS_CMD_RC" "mount $MNT (fstab) exit status ($(cat "$BFS_LOG"))"
 bfs_is_mounted "$MNT" fuse.boundfs || fail "mount $MNT returned 0 but nothing is mounted"
 [ -n "$BFS_DAEMON" ] || fail "no daemon left serving the mount"
 assert_eq /usr/bin/boundfs "$(readlink "/proc/$BFS_DAEMON/exe")" "the daemon's executable"
+# mount(8) ran the packaged helper, not fuse3's generic mount.fuse (which,
+# when installed, would run `boundfs` from PATH: argv[0] "boundfs")
+argv0=$(tr '\0' '\n' <"/proc/$BFS_DAEMON/cmdline" | head -n 1)
+assert_eq mount.fuse.boundfs "$(basename "$argv0")" "the daemon's argv[0] (what mount(8) ran)"
 echo "through the package" >"$MNT/hello" || fail "write through the mount"
 assert_eq "through the package" "$(cat "$BACKING/hello")" "the file in BACKING"
 assert_eq "through the package" "$(cat "$MNT/hello")" "the file read through the mount"
