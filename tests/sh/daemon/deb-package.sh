@@ -26,10 +26,19 @@ done
 # ---- the trap: unmount, purge the package, restore /etc/fstab, drop the
 # enable link and the directory systemctl made for it; then lib.sh's cleanup
 FSTAB_SAVED=""; INSTALLED=0; WANTS_MADE=""; UNIT_LINK=""
+# /etc/fstab as it was (content and inode kept); none if there was none
+restore_fstab() {
+    case "$FSTAB_SAVED" in
+        "") ;;
+        none) rm -f /etc/fstab ;;
+        *) cat "$FSTAB_SAVED" >/etc/fstab ;;
+    esac
+    FSTAB_SAVED=""
+}
 deb_cleanup() {
     if bfs_is_mounted "$MNT"; then umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null; fi
     if [ "$INSTALLED" -eq 1 ]; then dpkg -P boundfs >/dev/null 2>&1 || echo "[$BFS_NAME] dpkg -P boundfs failed in cleanup" >&2; fi
-    if [ -n "$FSTAB_SAVED" ]; then cat "$FSTAB_SAVED" >/etc/fstab; fi
+    restore_fstab
     if [ -n "$UNIT_LINK" ]; then rm -f "$UNIT_LINK"; fi
     if [ -n "$WANTS_MADE" ]; then rmdir "$WANTS_MADE" 2>/dev/null; fi
 }
@@ -70,8 +79,7 @@ grep -q '^ExecStart=/usr/bin/boundfs -f ' /usr/lib/systemd/system/boundfs@.servi
 log "dpkg -i: ${#listed[@]} paths, all there; helper -> /usr/bin/boundfs; unit runs /usr/bin/boundfs"
 
 # ---- an /etc/fstab line; `mount MOUNTPOINT` goes through the packaged helper
-FSTAB_SAVED="$BFS_TMP/fstab.saved"
-if [ -e /etc/fstab ]; then cp -p /etc/fstab "$FSTAB_SAVED"; else : >"$FSTAB_SAVED"; fi
+if [ -e /etc/fstab ]; then cp -p /etc/fstab "$BFS_TMP/fstab.saved"; FSTAB_SAVED="$BFS_TMP/fstab.saved"; else FSTAB_SAVED=none; fi
 printf '%s  %s  fuse.boundfs  max_size=32M,allow_other,nofail  0 0\n' "$BACKING" "$MNT" >>/etc/fstab
 bfs_run_reaped mount "$MNT"
 assert_eq 0 "$BFS_CMD_RC" "mount $MNT (fstab) exit status ($(cat "$BFS_LOG"))"
@@ -89,7 +97,7 @@ assert_eq "through the package" "$(cat "$MNT/hello")" "the file read through the
 assert_eq $((32 * MiB)) "$(stats_field max_size)" "max_size from the fstab line"
 umount "$MNT" || fail "umount $MNT"
 bfs_expect_daemon_exit 0 "after umount"
-cat "$FSTAB_SAVED" >/etc/fstab; FSTAB_SAVED=""
+restore_fstab
 log "fstab line: mount $MNT ran /usr/bin/boundfs, write/read/status fine, umount -> exit 0"
 
 # ---- an enabled instance (systemctl enable works without a running systemd)
