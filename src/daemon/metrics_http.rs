@@ -1,10 +1,11 @@
 //! `/metrics` over HTTP (`-o metrics_listen=IP:PORT`): the text the
 //! metrics file holds (`metrics::text`, one function for both, so the two
 //! never differ), rendered fresh for each scrape. The port is bound by
-//! [`Listener::bind`] before the mount exists (a bad address or a port in
-//! use is a one-line error at mount time); requests are answered one at a
-//! time on the `metrics-http` thread by tiny_http (a blocking HTTP/1.1
-//! server: the daemon has no async runtime). `GET /metrics` (also `/`)
+//! [`Listener::bind`] before the daemon forks and mounts (a port in use is
+//! a one-line error at mount time and no mount; a plain socket, no thread
+//! before the fork); requests are answered one at a time on the
+//! `metrics-http` thread by tiny_http (a blocking HTTP/1.1 server: the
+//! daemon has no async runtime). `GET /metrics` (also `/`)
 //! answers 200 with the text; anything else 404, a method other than GET
 //! or HEAD 405.
 
@@ -21,7 +22,7 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// A bound `metrics_listen` port, not serving yet.
 pub struct Listener {
-    server: Arc<Server>,
+    socket: std::net::TcpListener,
 }
 
 impl Listener {
@@ -30,22 +31,24 @@ impl Listener {
     /// no interface has: "Cannot assign requested address"; a port below
     /// 1024 without CAP_NET_BIND_SERVICE: "Permission denied").
     pub fn bind(addr: SocketAddr) -> Result<Listener, String> {
-        let server = Server::http(addr).map_err(|e| format!("metrics_listen={addr}: cannot listen: {e}"))?;
-        Ok(Listener { server: Arc::new(server) })
+        let socket =
+            std::net::TcpListener::bind(addr).map_err(|e| format!("metrics_listen={addr}: cannot listen: {e}"))?;
+        Ok(Listener { socket })
     }
 
     /// Serves the metrics of `core` (samples labelled with `mountpoint`) on
-    /// a thread of its own until [`Serving::stop`]. Errors: the thread could
-    /// not be started.
-    pub fn serve(self, core: Arc<Core>, mountpoint: String) -> std::io::Result<Serving> {
-        let server = self.server.clone();
+    /// a thread of its own until [`Serving::stop`]. Errors: tiny_http or
+    /// the thread could not be started.
+    pub fn serve(self, core: Arc<Core>, mountpoint: String) -> Result<Serving, String> {
+        let server = Arc::new(Server::from_listener(self.socket, None).map_err(|e| e.to_string())?);
+        let serving = server.clone();
         let thread = std::thread::Builder::new().name("metrics-http".into()).spawn(move || {
             // recv fails once unblocked (stop), or for one connection's error
-            while let Ok(request) = server.recv() {
+            while let Ok(request) = serving.recv() {
                 answer(&core, &mountpoint, request);
             }
-        })?;
-        Ok(Serving { server: self.server, thread })
+        });
+        Ok(Serving { server, thread: thread.map_err(|e| e.to_string())? })
     }
 }
 

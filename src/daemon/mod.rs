@@ -47,13 +47,16 @@ enum Event {
 /// down. `on_ready` runs once the mount is live and served (the daemon-mode
 /// parent exits 0 then); systemd, when `notify` has a socket, gets
 /// `READY=1` at the same moment and `STOPPING=1` when shutdown begins.
+/// `listener`: the `metrics_listen` port, bound before the fork.
 /// Errors: a one-line reason (BACKING unreadable, the kernel refused the
 /// mount …), before `on_ready` unless the session itself fails.
-pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(), String> {
+pub fn run(
+    opts: &Options,
+    notify: &Notify,
+    listener: Option<metrics_http::Listener>,
+    on_ready: impl FnOnce(),
+) -> Result<(), String> {
     prepare_process();
-    // Bound before anything is mounted: a bad address or a port in use is
-    // a one-line error and no mount.
-    let listener = opts.metrics_listen.map(metrics_http::Listener::bind).transpose()?;
     let core = Arc::new(open_core(opts)?);
     core.stats().latency.set_enabled(opts.latency_histograms);
     // Handlers go in before the mount exists: a signal sent as soon as the
