@@ -591,11 +591,19 @@ for BK in "${MAIN_BACKINGS[@]}"; do
     # ------------------------------------------------------------------ d. probe
     want probe && for ((r = 1; r <= REPS; r++)); do
         note "d. probe, rep $r/$REPS"
-        for sys in "${SYSTEMS[@]}"; do
-            target "$sys" "$PROBESET" "$BASE/mnt-$sys" || { bad probe "$sys" mount; continue; }
-            run_driver probe "$sys" "$LOGS/$BK-probe-$sys-$r.json" 'ops/seconds' -- \
+        # boundfs_nohist: the first pass only, through -o latency_histograms=off
+        # (every access a LOOKUP the daemon answers: the most requests per second)
+        order=("${SYSTEMS[@]}" boundfs_nohist)
+        ((r % 2)) && order=("${SYSTEMS[@]/boundfs/boundfs_nohist boundfs}")
+        for sys in ${order[*]}; do
+            kind=${sys%_nohist} wl=probe extra=""
+            [[ $sys == boundfs_nohist ]] && { wl=probe_nohist extra=latency_histograms=off; }
+            BOUNDFS_EXTRA=$extra target "$kind" "$PROBESET" "$BASE/mnt-$kind" || { bad $wl "$kind" mount; continue; }
+            run_driver $wl "$kind" "$LOGS/$BK-$wl-$sys-$r.json" 'ops/seconds' -- \
                 "$PY" "$KV" probe "$T" "$PROBE_N" --seed probe
-            [[ $sys == native ]] || fs_stop
+            [[ $sys == native ]] && add probe_nohist native "$(metric "$LOGS/$BK-$wl-$sys-$r.json" 'ops/seconds')"
+            [[ $kind == native ]] || fs_stop
+            [[ $sys == boundfs_nohist ]] && continue
             target "$sys" "$PROBESET" "$BASE/mnt-$sys" || { bad probe_again "$sys" mount; continue; }
             run_driver probe_again "$sys" "$LOGS/$BK-probe-again-$sys-$r.json" 'ops/seconds' -- \
                 "$PY" "$KV" probe "$T" "$PROBE_N" --seed probe --again
@@ -869,7 +877,7 @@ say "a  kvbench.py store DIR $N --threads $THREADS            # also through bou
 say "b  kvbench.py load DIR $N --threads $THREADS             # backing page cache warm, fresh mount (boundfs: warm_entries=0; after a restart: default, once its log says warmed)"
 say "c  kvbench.py load DIR $N --threads $THREADS --direct"
 say "b/c page cache per GiB loaded: kvbench.py uncache BACKING $N (natively), then load [--dontneed | --direct] on a fresh mount (boundfs: warm_entries=0 [,drop_cache=release]), unmounted; memory.stat ${CG_KEY:-file/cache} after - before, / GiB loaded"
-say "d  kvbench.py probe DIR $PROBE_N [--again]             # access(F_OK) x $((2 * PROBE_N)), half missing, 1 thread, fresh mount; --again: timed second pass"
+say "d  kvbench.py probe DIR $PROBE_N [--again]             # (first pass also through boundfs -o latency_histograms=off) access(F_OK) x $((2 * PROBE_N)), half missing, 1 thread, fresh mount; --again: timed second pass"
 say "e  kvbench.py readdir DIR --expect $FLAT_N             # scandir of one flat dir, fresh mount"
 say "f  kvbench.py store DIR $PREFILL_N (prefill, untimed); kvbench.py store DIR $EVICT_STORE_N   # boundfs: max_size=${EVICT_MAX_M}M, evictions delta of its status / s; native + LRU: both with --lru-budget ${EVICT_MAX_M}M, the second --lru-adopt"
 say "g  start daemon on a tree of $FILES empty files (<h[0:3]>/<hash>.bin) until mounted and stat(file) works, then until stats say indexing:false; native = find BACKING -printf '%s %T@\\n'"
@@ -904,6 +912,7 @@ row load_dn_pcache "b. the same, the reader drops each block (POSIX_FADV_DONTNEE
 row load_dn_pcache_rel "b. the same with DONTNEED, boundfs -o drop_cache=release" "MiB/GiB" dec mergerfs
 row load_direct_pcache "c. page cache grown per GiB loaded, O_DIRECT, cold" "MiB/GiB" dec
 row probe        "d. probe access(F_OK), 50% miss"                    "ops/s" int
+row probe_nohist "d. the same, boundfs -o latency_histograms=off"    "ops/s" int mergerfs
 row probe_again  "d. probe again, same names (engine re-checks)"     "ops/s" int
 row readdir      "e. readdir $FLAT_N-entry flat dir"                  "entries/s" int
 row restart      "g. restart with $FILES files until serving"         "s (lower better)" sec
@@ -982,10 +991,10 @@ if want trace || want evict; then
 fi
 say ""
 [[ -n ${FALLBACK[*]:-} ]] && say "† vLLM's O_DIRECT start-up probe failed there (EINVAL), so that store ran buffered, as vLLM falls back to." && say ""
-if want store; then
+if want store || want probe; then
     for bk in "${BACKINGS[@]}"; do
         sfx=SFX_$bk; sfx=${!sfx}
-        say "Latency histograms' cost, $bk: store MiB/s with them / without (latency_histograms=off), medians: $(ratio "$(smed store "boundfs$sfx")" "$(smed store_nohist "boundfs$sfx")")."
+        say "Latency histograms' cost, $bk: with them / without (latency_histograms=off), medians: store MiB/s $(ratio "$(smed store "boundfs$sfx")" "$(smed store_nohist "boundfs$sfx")"), probe ops/s $(ratio "$(smed probe "boundfs$sfx")" "$(smed probe_nohist "boundfs$sfx")")."
     done
     say ""
 fi
@@ -994,7 +1003,7 @@ say ""
 say "Raw samples (in run order):"
 say ""
 say '```'
-for wl in store store_nohist store_pcache load load_restart load_direct load_pcache load_pcache_rel load_dn_pcache load_dn_pcache_rel load_direct_pcache probe probe_again readdir restart restart_index rss rss_total fio_write fio_read \
+for wl in store store_nohist store_pcache load load_restart load_direct load_pcache load_pcache_rel load_dn_pcache load_dn_pcache_rel load_direct_pcache probe probe_nohist probe_again readdir restart restart_index rss rss_total fio_write fio_read \
     trace trace_hit "${BOUNDED_WLS[@]}"; do
     for sys in native mergerfs boundfs native@tmpfs mergerfs@tmpfs boundfs@tmpfs lru:disk boundfs:disk lru:tmpfs boundfs:tmpfs; do
         [[ -n ${S[$wl,$sys]:-} || -n ${ERRS[$wl,$sys]:-} ]] || continue
