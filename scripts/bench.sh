@@ -500,18 +500,27 @@ for BK in "${MAIN_BACKINGS[@]}"; do
     # ------------------------------------------------------------------ a. store
     # (and the page cache each store grew: its O_DIRECT writes should add none)
     want store && cg_enter
+    # boundfs_nohist: boundfs -o latency_histograms=off (the row beside
+    # boundfs shows what the latency histograms cost a store), run right
+    # before boundfs in odd repetitions and right after it in even ones.
     want store && for ((r = 1; r <= REPS; r++)); do
         note "a. store, rep $r/$REPS"
-        for sys in "${SYSTEMS[@]}"; do
+        order=("${SYSTEMS[@]}" boundfs_nohist)
+        ((r % 2)) && order=("${SYSTEMS[@]/boundfs/boundfs_nohist boundfs}")
+        for sys in ${order[*]}; do
             d="$BASE/store-$sys-$r"; mkdir -p "$d/b"
-            target "$sys" "$d/b" "$d/m" || { bad store "$sys" mount; continue; }
+            kind=${sys%_nohist} wl=store extra=""
+            [[ $sys == boundfs_nohist ]] && { wl=store_nohist extra=latency_histograms=off; }
+            BOUNDFS_EXTRA=$extra target "$kind" "$d/b" "$d/m" || { bad $wl "$kind" mount; continue; }
             c0=$([[ -n $CG ]] && cg_cache)
-            run_driver store "$sys" "$d/out.json" 'bytes/1048576/seconds' -- \
+            run_driver $wl "$kind" "$d/out.json" 'bytes/1048576/seconds' -- \
                 "$PY" "$KV" store "$T" "$N" --seed "store$r" --threads "$THREADS" &&
-                [[ $(metric "$d/out.json" direct) == False ]] && FALLBACK[store,$sys]=1
-            if [[ -n $CG && -s $d/out.json ]]; then
+                [[ $(metric "$d/out.json" direct) == False ]] && FALLBACK[$wl,$kind]=1
+            if [[ -n $CG && -s $d/out.json && $wl == store ]]; then
                 add store_pcache "$sys" "$(awk -v a="$c0" -v b="$(cg_cache)" 'BEGIN { printf "%.1f", (b - a) / 1048576 }')"
             fi
+            # the off row's ratio is to the same native samples
+            [[ $sys == native && -s $d/out.json ]] && add store_nohist native "$(metric "$d/out.json" 'bytes/1048576/seconds')"
             cp "$d/out.json" "$LOGS/$BK-store-$sys-$r.json" 2>/dev/null
             [[ $sys == native ]] || fs_stop
             sync; rm -rf "$d"
@@ -582,11 +591,19 @@ for BK in "${MAIN_BACKINGS[@]}"; do
     # ------------------------------------------------------------------ d. probe
     want probe && for ((r = 1; r <= REPS; r++)); do
         note "d. probe, rep $r/$REPS"
-        for sys in "${SYSTEMS[@]}"; do
-            target "$sys" "$PROBESET" "$BASE/mnt-$sys" || { bad probe "$sys" mount; continue; }
-            run_driver probe "$sys" "$LOGS/$BK-probe-$sys-$r.json" 'ops/seconds' -- \
+        # boundfs_nohist: the first pass only, through -o latency_histograms=off
+        # (every access a LOOKUP the daemon answers: the most requests per second)
+        order=("${SYSTEMS[@]}" boundfs_nohist)
+        ((r % 2)) && order=("${SYSTEMS[@]/boundfs/boundfs_nohist boundfs}")
+        for sys in ${order[*]}; do
+            kind=${sys%_nohist} wl=probe extra=""
+            [[ $sys == boundfs_nohist ]] && { wl=probe_nohist extra=latency_histograms=off; }
+            BOUNDFS_EXTRA=$extra target "$kind" "$PROBESET" "$BASE/mnt-$kind" || { bad $wl "$kind" mount; continue; }
+            run_driver $wl "$kind" "$LOGS/$BK-$wl-$sys-$r.json" 'ops/seconds' -- \
                 "$PY" "$KV" probe "$T" "$PROBE_N" --seed probe
-            [[ $sys == native ]] || fs_stop
+            [[ $sys == native ]] && add probe_nohist native "$(metric "$LOGS/$BK-$wl-$sys-$r.json" 'ops/seconds')"
+            [[ $kind == native ]] || fs_stop
+            [[ $sys == boundfs_nohist ]] && continue
             target "$sys" "$PROBESET" "$BASE/mnt-$sys" || { bad probe_again "$sys" mount; continue; }
             run_driver probe_again "$sys" "$LOGS/$BK-probe-again-$sys-$r.json" 'ops/seconds' -- \
                 "$PY" "$KV" probe "$T" "$PROBE_N" --seed probe --again
@@ -856,11 +873,11 @@ say ""
 say '```'
 say "boundfs  -f BACKING MNT -o max_size=${BUDGET_M}M,threads=$NCPU   (f: max_size=${EVICT_MAX_M}M)"
 ((HAVE_MERGERFS)) && say "mergerfs -f -o $MERGERFS_OPTS BACKING MNT"
-say "a  kvbench.py store DIR $N --threads $THREADS            # 2 MiB blocks, tmp+O_EXCL+O_DIRECT, 1 write, rename; page cache: memory.stat ${CG_KEY:-file/cache} of the bench's memory cgroup, after - before"
+say "a  kvbench.py store DIR $N --threads $THREADS            # also through boundfs -o latency_histograms=off (its own row); 2 MiB blocks, tmp+O_EXCL+O_DIRECT, 1 write, rename; page cache: memory.stat ${CG_KEY:-file/cache} of the bench's memory cgroup, after - before"
 say "b  kvbench.py load DIR $N --threads $THREADS             # backing page cache warm, fresh mount (boundfs: warm_entries=0; after a restart: default, once its log says warmed)"
 say "c  kvbench.py load DIR $N --threads $THREADS --direct"
 say "b/c page cache per GiB loaded: kvbench.py uncache BACKING $N (natively), then load [--dontneed | --direct] on a fresh mount (boundfs: warm_entries=0 [,drop_cache=release]), unmounted; memory.stat ${CG_KEY:-file/cache} after - before, / GiB loaded"
-say "d  kvbench.py probe DIR $PROBE_N [--again]             # access(F_OK) x $((2 * PROBE_N)), half missing, 1 thread, fresh mount; --again: timed second pass"
+say "d  kvbench.py probe DIR $PROBE_N [--again]             # (first pass also through boundfs -o latency_histograms=off) access(F_OK) x $((2 * PROBE_N)), half missing, 1 thread, fresh mount; --again: timed second pass"
 say "e  kvbench.py readdir DIR --expect $FLAT_N             # scandir of one flat dir, fresh mount"
 say "f  kvbench.py store DIR $PREFILL_N (prefill, untimed); kvbench.py store DIR $EVICT_STORE_N   # boundfs: max_size=${EVICT_MAX_M}M, evictions delta of its status / s; native + LRU: both with --lru-budget ${EVICT_MAX_M}M, the second --lru-adopt"
 say "g  start daemon on a tree of $FILES empty files (<h[0:3]>/<hash>.bin) until mounted and stat(file) works, then until stats say indexing:false; native = find BACKING -printf '%s %T@\\n'"
@@ -884,6 +901,7 @@ table_head() {
 }
 table_head workload native mergerfs boundfs boundfs/native mergerfs/native
 row store        "a. store $N x 2 MiB (4 thr, O_DIRECT, tmp+rename)" "MiB/s" mib
+row store_nohist "a. the same, boundfs -o latency_histograms=off"     "MiB/s" mib mergerfs
 row store_pcache "a. page cache grown by that store (lower better)"   "MiB" dec
 row load         "b. load, buffered (warm backing), entries cold"     "MiB/s" mib
 row load_restart "b. load after a restart (entries warmed)"          "MiB/s" mib
@@ -894,6 +912,7 @@ row load_dn_pcache "b. the same, the reader drops each block (POSIX_FADV_DONTNEE
 row load_dn_pcache_rel "b. the same with DONTNEED, boundfs -o drop_cache=release" "MiB/GiB" dec mergerfs
 row load_direct_pcache "c. page cache grown per GiB loaded, O_DIRECT, cold" "MiB/GiB" dec
 row probe        "d. probe access(F_OK), 50% miss"                    "ops/s" int
+row probe_nohist "d. the same, boundfs -o latency_histograms=off"    "ops/s" int mergerfs
 row probe_again  "d. probe again, same names (engine re-checks)"     "ops/s" int
 row readdir      "e. readdir $FLAT_N-entry flat dir"                  "entries/s" int
 row restart      "g. restart with $FILES files until serving"         "s (lower better)" sec
@@ -972,12 +991,19 @@ if want trace || want evict; then
 fi
 say ""
 [[ -n ${FALLBACK[*]:-} ]] && say "† vLLM's O_DIRECT start-up probe failed there (EINVAL), so that store ran buffered, as vLLM falls back to." && say ""
+if want store || want probe; then
+    for bk in "${BACKINGS[@]}"; do
+        sfx=SFX_$bk; sfx=${!sfx}
+        say "Latency histograms' cost, $bk: with them / without (latency_histograms=off), medians: store MiB/s $(ratio "$(smed store "boundfs$sfx")" "$(smed store_nohist "boundfs$sfx")"), probe ops/s $(ratio "$(smed probe "boundfs$sfx")" "$(smed probe_nohist "boundfs$sfx")")."
+    done
+    say ""
+fi
 say "Native column of g is \`find\` over the same tree (reference, not a daemon). Ratios use medians; time rows are lower-is-better."
 say ""
 say "Raw samples (in run order):"
 say ""
 say '```'
-for wl in store store_pcache load load_restart load_direct load_pcache load_pcache_rel load_dn_pcache load_dn_pcache_rel load_direct_pcache probe probe_again readdir restart restart_index rss rss_total fio_write fio_read \
+for wl in store store_nohist store_pcache load load_restart load_direct load_pcache load_pcache_rel load_dn_pcache load_dn_pcache_rel load_direct_pcache probe probe_nohist probe_again readdir restart restart_index rss rss_total fio_write fio_read \
     trace trace_hit "${BOUNDED_WLS[@]}"; do
     for sys in native mergerfs boundfs native@tmpfs mergerfs@tmpfs boundfs@tmpfs lru:disk boundfs:disk lru:tmpfs boundfs:tmpfs; do
         [[ -n ${S[$wl,$sys]:-} || -n ${ERRS[$wl,$sys]:-} ]] || continue

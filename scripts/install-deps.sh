@@ -56,6 +56,9 @@ if ((TESTS)); then
     command -v git >/dev/null || need+=(git)
     command -v rsync >/dev/null || need+=(rsync)
     command -v strace >/dev/null || need+=(strace)
+    # a real Prometheus server for tests/sh/daemon/prometheus.sh (it starts
+    # its own, by PID, on free ports)
+    command -v prometheus >/dev/null || need+=(prometheus)
     # CPython's tests: pyenv and python.org builds ship them; Debian's python3
     # needs the testsuite package of its own version (tests/sh/83 uses whichever
     # python3 has them, the one on PATH first)
@@ -68,6 +71,14 @@ if ((${#need[@]})); then
     echo "installing: ${need[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    # Debian's postinst starts and enables its own server on :9090 (and the
+    # recommended node exporter on :9100) where a service manager runs (a
+    # policy-rc.d, as in Docker images, prevents it): the tests start theirs
+    if [[ " ${need[*]} " == *" prometheus "* ]]; then
+        for unit in prometheus prometheus-node-exporter; do
+            { systemctl disable --now "$unit" || service "$unit" stop; } >/dev/null 2>&1 || true
+        done
+    fi
 fi
 ((TESTS)) || exit 0
 # prometheus_client's parser cross-checks the metrics file (tests/sh/63); pip,

@@ -15,6 +15,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("exit", 1),
     ("claim", 1),
     ("stats", 1),
+    ("latency", 1),
     ("status", 1),
     ("notify", 1),
     ("wake", 1),

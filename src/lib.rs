@@ -4,7 +4,7 @@
 //!
 //! Floors, bottom to top (a module imports only from its own floor or below):
 //! 1. [`sys`] (syscalls), [`key`] (backing identity), and the leaves every floor
-//!    shares: [`config`], [`exit`], [`claim`], [`stats`], [`status`], [`notify`],
+//!    shares: [`config`], [`exit`], [`claim`], [`stats`], [`latency`], [`status`], [`notify`],
 //!    [`wake`], [`ratelimit`], [`logging`];
 //! 2. [`ledger`]: pure bookkeeping of usage, LRU, pins and the budget policy;
 //! 3. [`fs`]: the filesystem core (inode table, namespace, data, meta,
@@ -22,6 +22,7 @@ pub mod claim;
 pub mod config;
 pub mod exit;
 pub mod key;
+pub mod latency;
 pub mod logging;
 pub mod notify;
 pub mod ratelimit;

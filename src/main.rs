@@ -99,6 +99,15 @@ fn main() {
     for w in config::warnings(&opts).into_iter().chain(claim::on_boundfs(&opts.backing)) {
         eprintln!("boundfs: warning: {w}");
     }
+    // The metrics_listen port, bound now: in use is one line and no mount
+    // (a plain socket: no thread, which may not exist before the fork).
+    let listener = match opts.metrics_listen.map(daemon::metrics_http::Listener::bind).transpose() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("boundfs: error: {e}");
+            exit(codes.failure);
+        }
+    };
     // No thread may exist before the fork below.
     let notify = Notify::from_env();
     let mut ready = None;
@@ -125,7 +134,7 @@ fn main() {
     };
     logging::init(sink);
     notify.report();
-    let r = daemon::run(&opts, &notify, || {
+    let r = daemon::run(&opts, &notify, listener, || {
         if let Some(p) = ready.take() {
             p.ready();
         }

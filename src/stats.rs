@@ -27,6 +27,9 @@ macro_rules! stats_struct {
             pub eviction_sweep_micros: AtomicU64,
             /// FUSE requests received, per opcode (the status's `requests`).
             pub requests: Requests,
+            /// Latency histograms (the status's `latency` and
+            /// `eviction_latency`, the metrics' `*_duration_seconds`).
+            pub latency: crate::latency::Latency,
         }
     };
     ([$($done:tt)*] (stats ; $f:ident ; [$($doc:literal)*]) $($rest:tt)*) => {
@@ -110,6 +113,11 @@ impl Sample for bool {
 impl Sample for String {
     fn sample(&self) -> f64 {
         f64::from(u8::from(!self.is_empty()))
+    }
+}
+impl Sample for BTreeMap<String, crate::latency::Quantiles> {
+    fn sample(&self) -> f64 {
+        self.values().map(|q| q.count).sum::<u64>() as f64
     }
 }
 impl Sample for BTreeMap<String, u64> {
@@ -271,32 +279,32 @@ status_table! {
     reconciles: u64 [stats] => Counter "boundfs_reconciles_total";
     /// One of several nodes over one shared BACKING (`-o shared`): `usage`
     /// is then the shared tree's usage as this node last learned it.
-    shared: bool;
+    shared: bool => Gauge "boundfs_shared";
     /// Shared mode: bytes of files created through this node's mount still
     /// in the shared tree (this node's part of `usage`).
-    node_bytes: u64;
+    node_bytes: u64 => Gauge "boundfs_shared_node_bytes";
     /// Shared mode: this node's net, bytes its own stores added to the
     /// shared tree less what its removals freed (negative on a node that
     /// evicts other nodes' blocks); see `shared_granted`.
-    shared_net: i64;
+    shared_net: i64 => Gauge "boundfs_shared_net_bytes";
     /// Shared mode: the bytes the shared budget record grants this node
     /// (its net plus its reservations stay within it).
-    shared_granted: i64;
+    shared_granted: i64 => Gauge "boundfs_shared_granted_bytes";
     /// Shared mode: this node holds the sweeper lease (runs eviction sweeps).
-    sweeper: bool;
+    sweeper: bool => Gauge "boundfs_shared_sweeper";
     /// Shared mode: the sweeper as its lease file says (`host pid N since
     /// UNIX-SECONDS`); empty when no node ever took the lease.
     sweeper_holder: String;
     /// Shared mode: seconds since the sweeper's last heartbeat (rewritten
     /// every 5 s; much more means a stuck holder).
-    sweeper_heartbeat_age_seconds: u64;
+    sweeper_heartbeat_age_seconds: u64 => Gauge "boundfs_shared_sweeper_heartbeat_age_seconds";
     /// Shared mode: the sweeper's reference time minus this node's own
     /// clock, in ms, as measured from its heartbeats (recency stamps are
     /// written in that time, `crate::fs::clock`); 0 until measured.
     clock_offset_ms: i64;
     /// Shared mode: eviction candidates made most recent instead because
     /// another node had used them (one LRU across nodes).
-    evict_reranked: u64 [stats];
+    evict_reranked: u64 [stats] => Counter "boundfs_evict_reranked_total";
     /// Index entries reconcile passes corrected (adopted, dropped, resized, renamed).
     reconcile_fixes: u64 [stats] => Counter "boundfs_reconcile_fixes_total";
     /// Directories reconcile passes read (getdents and an fstatat per entry).
@@ -313,6 +321,15 @@ status_table! {
     /// Syscalls the daemon issued on BACKING since it started (close(2) of
     /// dropped fds and the FUSE device's reads and writes not counted).
     syscalls: u64 => Counter "boundfs_syscalls_total";
+    /// FUSE request latency per operation class (`LOOKUP`, `CREATE`, …,
+    /// `DIR`, `XATTR`, `OTHER`; see `latency::CLASSES`): samples, p50 and
+    /// p99 in seconds, from the histogram buckets; classes never timed are
+    /// left out, and all of them with `latency_histograms=off`.
+    latency: BTreeMap<String, crate::latency::Quantiles>;
+    /// The same for eviction: `inline_wait` (what a request waited for
+    /// inline eviction, one sample per request that evicted), `victim` (one
+    /// eviction victim tried), `sweep` (one background sweep that evicted).
+    eviction_latency: BTreeMap<String, crate::latency::Quantiles>;
     /// While files matching no `pattern` alone are above the high watermark
     /// (eviction then frees only what `max_size` needs): the warning, naming
     /// the biggest of them and the pattern. Empty otherwise.
@@ -429,6 +446,31 @@ pub enum Op {
     Fallocate,
     Lseek,
     Destroy,
+}
+
+impl Op {
+    /// Its latency class: the index in `latency::CLASSES` (the opcodes of
+    /// a store, a load and an eviction each their own; the directory ones
+    /// `DIR`, the xattr ones `XATTR`, the rest `OTHER`).
+    pub fn class(self) -> usize {
+        match self {
+            Op::Lookup => 0,
+            Op::Getattr => 1,
+            Op::Setattr => 2,
+            Op::Create => 3,
+            Op::Open => 4,
+            Op::Read => 5,
+            Op::Write => 6,
+            Op::Flush => 7,
+            Op::Fsync => 8,
+            Op::Release => 9,
+            Op::Rename => 10,
+            Op::Unlink => 11,
+            Op::Opendir | Op::Readdir | Op::Releasedir | Op::Fsyncdir => 12,
+            Op::Setxattr | Op::Getxattr | Op::Listxattr | Op::Removexattr => 13,
+            _ => 14,
+        }
+    }
 }
 
 /// FUSE requests received per opcode (relaxed atomics, indexed by [`Op`]).

@@ -129,6 +129,8 @@ impl Status {
                     count(self.syscalls)
                 ),
             ),
+            ("latency", self.latency_row()),
+            ("evict time", self.eviction_latency_row()),
             ("uptime", duration(self.uptime_seconds)),
         ];
         let shared = [
@@ -188,6 +190,61 @@ impl Status {
             bytes(self.df_used),
             bytes(self.df_avail)
         )
+    }
+}
+
+impl Status {
+    /// The `latency` row: p50/p99 of the 6 most requested operation
+    /// classes, or why there are none.
+    fn latency_row(&self) -> String {
+        let mut v: Vec<_> = self.latency.iter().collect();
+        v.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
+        let s: Vec<String> = v.iter().take(6).map(|(k, q)| format!("{k} {}", quantiles(q))).collect();
+        if s.is_empty() {
+            "none timed (latency_histograms=off, or no request yet)".to_string()
+        } else {
+            format!("p50/p99 {}", s.join(", "))
+        }
+    }
+
+    /// The `evict time` row: p50/p99 of each eviction histogram.
+    fn eviction_latency_row(&self) -> String {
+        let name = |k: &str| match k {
+            "inline_wait" => "requests' inline wait",
+            "victim" => "per victim",
+            "sweep" => "per sweep",
+            _ => "other",
+        };
+        let s: Vec<String> = crate::latency::EVICTION
+            .iter()
+            .filter_map(|k| {
+                Some(format!(
+                    "{} {} ({})",
+                    name(k),
+                    quantiles(self.eviction_latency.get(*k)?),
+                    count(self.eviction_latency.get(*k)?.count)
+                ))
+            })
+            .collect();
+        if s.is_empty() { "-".to_string() } else { format!("p50/p99 {}", s.join("; ")) }
+    }
+}
+
+/// A histogram's p50/p99 as `21µs/1.2ms`.
+fn quantiles(q: &crate::latency::Quantiles) -> String {
+    format!("{}/{}", seconds(q.p50_seconds), seconds(q.p99_seconds))
+}
+
+/// A short time: `850ns`, `21µs`, `1.2ms`, `3.40s`.
+pub fn seconds(s: f64) -> String {
+    if s < 1e-6 {
+        format!("{:.0}ns", s * 1e9)
+    } else if s < 1e-3 {
+        format!("{:.0}µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.1}ms", s * 1e3)
+    } else {
+        format!("{s:.2}s")
     }
 }
 
@@ -312,5 +369,22 @@ mod tests {
         let j = serde_json::to_string(&r).unwrap();
         assert!(j.contains(r#""requests":{"LOOKUP":1200,"OPEN":3},"syscalls":9"#), "{j}");
         assert!(r.table("/m").contains("1,203 FUSE requests (LOOKUP 1,200, OPEN 3), 9 syscalls"));
+    }
+
+    #[test]
+    fn latency_rows() {
+        use crate::latency::Quantiles;
+        let mut s = Status::default();
+        assert!(s.table("/m").contains("\nlatency      none timed"));
+        let q = |count, p50_seconds, p99_seconds| Quantiles { count, p50_seconds, p99_seconds };
+        s.latency.insert("READ".into(), q(10, 21e-6, 1.2e-3));
+        s.latency.insert("LOOKUP".into(), q(20, 5e-7, 2.5));
+        s.eviction_latency.insert("victim".into(), q(3, 40e-6, 90e-6));
+        let t = s.table("/m");
+        assert!(t.contains("\nlatency      p50/p99 LOOKUP 500ns/2.50s, READ 21µs/1.2ms\n"), "{t}");
+        assert!(t.contains("\nevict time   p50/p99 per victim 40µs/90µs (3)\n"), "{t}");
+        let j = serde_json::to_string(&s).unwrap();
+        assert!(j.contains(r#""READ":{"count":10,"p50_seconds":0.000021,"p99_seconds":0.0012}"#), "{j}");
+        assert_eq!(serde_json::from_str::<Status>(&j).unwrap(), s);
     }
 }

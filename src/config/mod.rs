@@ -12,7 +12,9 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use crate::claim::shell_word;
 use crate::exit::Exit;
 
+mod metrics;
 mod warnings;
+pub use metrics::{parse_listen, parse_on_off};
 pub use warnings::warnings;
 
 /// Default `high_watermark` (the clap default of `--high-watermark`, and
@@ -98,6 +100,10 @@ pub struct Options {
     pub metrics_file: Option<PathBuf>,
     /// How often the metrics file is rewritten (`metrics_interval`, ≥ 1 s).
     pub metrics_interval: Duration,
+    /// Where `/metrics` is served over HTTP (`metrics_listen`), if anywhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Whether requests and evictions are timed (`latency_histograms`, on).
+    pub latency_histograms: bool,
     /// What kernel passthrough serves (`passthrough`).
     pub passthrough: Passthrough,
     /// Kernel entry and attribute cache timeout (`attr_timeout`).

@@ -110,6 +110,14 @@ pub struct Args {
           value_parser = |v: &str| config::parse_min_duration("metrics_interval", v, Duration::from_secs(1)),
           help_heading = MOUNT_OPTIONS)]
     pub metrics_interval: Duration,
+    /// Serve the same Prometheus metrics over HTTP at http://ADDRESS/metrics (IP:PORT, e.g.
+    /// 127.0.0.1:9567); the port is bound before mounting.
+    #[arg(long, value_name = "IP:PORT", value_parser = config::parse_listen, help_heading = MOUNT_OPTIONS)]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Latency histograms of FUSE requests and eviction (metrics and status): on or off.
+    #[arg(long, value_name = "on|off", default_value = "on", action = clap::ArgAction::Set,
+          value_parser = |v: &str| config::parse_on_off("latency_histograms", v), help_heading = MOUNT_OPTIONS)]
+    pub latency_histograms: bool,
     /// Time between two re-walks of BACKING that correct usage for changes made behind the mount
     /// (0 disables; at least 1s); 10s with shared.
     #[arg(long, value_name = "DURATION", default_value = "60s",
@@ -440,6 +448,8 @@ pub fn options(a: Args, matches: &ArgMatches) -> Result<Options, ConfigError> {
         noexec: a.noexec,
         metrics_file,
         metrics_interval: a.metrics_interval,
+        metrics_listen: a.metrics_listen,
+        latency_histograms: a.latency_histograms,
         shared: a.shared,
         flush: a.flush,
         drop_cache: a.drop_cache,

@@ -93,6 +93,7 @@ fn reference_lists_every_status_field_and_metric() {
     let mut exported: BTreeSet<String> =
         FIELDS.iter().filter_map(|f| f.metric.as_ref()).map(|m| m.name.to_string()).collect();
     exported.extend(metrics::LABELLED.iter().map(|m| m.to_string()));
+    exported.extend(metrics::HISTOGRAMS.iter().map(|(m, _)| m.to_string()));
     assert_eq!(
         exported.difference(&documented).collect::<Vec<_>>(),
         Vec::<&String>::new(),

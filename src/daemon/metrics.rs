@@ -6,7 +6,10 @@
 //! temporary file in the same directory, then renamed over the old one, so a
 //! scrape never sees half a file). Every sample carries a `mountpoint` label,
 //! so several mounts can write files into one collector directory. The file
-//! is removed when the daemon shuts down cleanly.
+//! is removed when the daemon shuts down cleanly. The same text, from the
+//! same [`text`], is what `metrics_listen` serves at `/metrics`
+//! (`metrics_http`). Besides the table's metrics: the latency histograms
+//! ([`HISTOGRAMS`], `crate::latency`; left out with `latency_histograms=off`).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -16,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::fs::Core;
+use crate::latency::{self, LatencySnapshot, Snapshot};
 use crate::status::{FIELDS, Kind, Status};
 
 /// The labelled families [`render`] writes besides the status table's
@@ -23,6 +27,27 @@ use crate::status::{FIELDS, Kind, Status};
 pub const LABELLED: [&str; 2] = [INFO, REQUESTS];
 const INFO: &str = "boundfs_info";
 const REQUESTS: &str = "boundfs_fuse_requests_total";
+
+/// The histogram families [`render`] writes (seconds; `_bucket{le}`,
+/// `_sum`, `_count`): FUSE requests per operation class (`op` label, see
+/// `latency::CLASSES`), then the eviction ones in `latency::EVICTION`
+/// order, with their help.
+pub const HISTOGRAMS: [(&str, &str); 4] = [
+    (REQUEST_SECONDS, "FUSE request latency, dispatch to reply, by operation class."),
+    (
+        "boundfs_inline_eviction_wait_seconds",
+        "Time a request (a WRITE, CREATE ...) waited for inline eviction, one sample per request that evicted.",
+    ),
+    ("boundfs_eviction_victim_seconds", "Time one eviction victim took (checked and removed, or skipped)."),
+    ("boundfs_eviction_sweep_duration_seconds", "Time one background eviction sweep took (sweeps that evicted)."),
+];
+const REQUEST_SECONDS: &str = "boundfs_fuse_request_duration_seconds";
+
+/// The whole text for the mount at `mountpoint` now: what the metrics file
+/// holds and `/metrics` answers.
+pub fn text(core: &Core, mountpoint: &str) -> String {
+    render(&core.status(), &core.stats().latency.snapshot(), mountpoint)
+}
 
 /// The TYPE word of a metric kind.
 fn kind(k: Kind) -> &'static str {
@@ -37,8 +62,9 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// The whole file for `status` of the mount at `mountpoint`.
-pub fn render(status: &Status, mountpoint: &str) -> String {
+/// The whole text for `status` and the histograms `latency` of the mount
+/// at `mountpoint`.
+pub fn render(status: &Status, latency: &LatencySnapshot, mountpoint: &str) -> String {
     let label = format!("mountpoint=\"{}\"", escape(mountpoint));
     let mut out = String::new();
     let _ = writeln!(out, "# HELP {INFO} boundfs version and backing directory of the mount (always 1).");
@@ -60,7 +86,32 @@ pub fn render(status: &Status, mountpoint: &str) -> String {
     for (op, n) in &status.requests {
         let _ = writeln!(out, "{REQUESTS}{{{label},op=\"{}\"}} {n}", escape(op));
     }
+    let families = HISTOGRAMS.iter().enumerate();
+    for (i, (name, help)) in families.filter(|_| !latency.ops.is_empty()) {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        if i == 0 {
+            for (class, h) in latency::CLASSES.iter().zip(&latency.ops) {
+                histogram(&mut out, name, &format!("{label},op=\"{class}\""), h);
+            }
+        } else if let Some(h) = latency.eviction.get(i - 1) {
+            histogram(&mut out, name, &label, h);
+        }
+    }
     out
+}
+
+/// The samples of one histogram `h` with the labels `labels`: cumulative
+/// `_bucket{le}` up to `+Inf`, `_sum` (seconds), `_count`.
+fn histogram(out: &mut String, name: &str, labels: &str, h: &Snapshot) {
+    let mut cumulative = 0;
+    for (i, n) in h.counts.iter().enumerate() {
+        cumulative += n;
+        let le = if i < latency::BUCKETS { latency::le_label(i) } else { "+Inf".to_string() };
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+    }
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum_seconds);
+    let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}");
 }
 
 /// Writes `text` to `path` atomically: a hidden temporary file beside it,
@@ -83,7 +134,7 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 /// Writes the metrics file now. A failure is logged (rate-limited); the old
 /// file, if any, stays.
 pub fn write(core: &Core, path: &Path, mountpoint: &str) {
-    if let Err(e) = write_atomic(path, &render(&core.status(), mountpoint)) {
+    if let Err(e) = write_atomic(path, &text(core, mountpoint)) {
         crate::warn_limited!("cannot write the metrics file {}: {e}", path.display());
     }
 }
@@ -117,7 +168,7 @@ mod tests {
     fn every_family_has_help_type_and_one_labelled_sample() {
         let mut s = Status { usage: 7, backing: "/data/\"kv\"".into(), ..Default::default() };
         s.requests.insert("LOOKUP".into(), 5);
-        let text = render(&s, "/mnt/k\\v");
+        let text = render(&s, &LatencySnapshot::default(), "/mnt/k\\v");
         assert!(text.contains("boundfs_fuse_requests_total{mountpoint=\"/mnt/k\\\\v\",op=\"LOOKUP\"} 5\n"), "{text}");
         assert!(text.contains("boundfs_usage_bytes{mountpoint=\"/mnt/k\\\\v\"} 7\n"), "{text}");
         assert!(text.contains("backing=\"/data/\\\"kv\\\"\""), "{text}");
@@ -127,6 +178,34 @@ mod tests {
             assert_eq!(text.matches(&format!("# TYPE {} ", f.name)).count(), 1);
             assert_eq!(text.matches(&format!("\n{}{{", f.name)).count(), 1);
         }
+    }
+
+    #[test]
+    fn histograms_are_cumulative_with_inf_equal_to_count() {
+        let l = crate::latency::Latency::default();
+        assert!(!render(&Status::default(), &l.snapshot(), "/m").contains("histogram"), "off: no histograms");
+        l.set_enabled(true);
+        drop(l.request(crate::stats::Op::Read.class()));
+        l.victim_since(l.start());
+        let text = render(&Status::default(), &l.snapshot(), "/m");
+        for (name, _) in HISTOGRAMS {
+            assert_eq!(text.matches(&format!("# TYPE {name} histogram\n")).count(), 1, "{name}");
+        }
+        let read = "boundfs_fuse_request_duration_seconds_bucket{mountpoint=\"/m\",op=\"READ\",le=";
+        assert!(text.contains(&format!("{read}\"8.388608\"}} 1\n")), "{text}");
+        assert!(text.contains(&format!("{read}\"+Inf\"}} 1\n")), "{text}");
+        assert!(text.contains("boundfs_fuse_request_duration_seconds_count{mountpoint=\"/m\",op=\"READ\"} 1\n"));
+        assert!(text.contains("boundfs_fuse_request_duration_seconds_count{mountpoint=\"/m\",op=\"LOOKUP\"} 0\n"));
+        assert!(text.contains("boundfs_eviction_victim_seconds_count{mountpoint=\"/m\"} 1\n"), "{text}");
+        assert!(text.contains("boundfs_eviction_sweep_duration_seconds_bucket{mountpoint=\"/m\",le=\"+Inf\"} 0\n"));
+        use crate::stats::Op;
+        let named = [(Op::Lookup, "LOOKUP"), (Op::Create, "CREATE"), (Op::Open, "OPEN"), (Op::Read, "READ")];
+        let more = [(Op::Write, "WRITE"), (Op::Release, "RELEASE"), (Op::Rename, "RENAME"), (Op::Readdir, "DIR")];
+        for (op, name) in named.into_iter().chain(more).chain([(Op::Mkdir, "OTHER"), (Op::Getxattr, "XATTR")]) {
+            assert_eq!(crate::latency::CLASSES[op.class()], name);
+        }
+        let buckets = text.lines().filter(|l| l.starts_with(read)).count();
+        assert_eq!(buckets, crate::latency::BUCKETS + 1);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod ctl;
 pub mod daemonize;
 pub mod metrics;
+pub mod metrics_http;
 pub mod mount_error;
 pub mod mount_helper;
 pub mod sdnotify;
@@ -46,11 +47,18 @@ enum Event {
 /// down. `on_ready` runs once the mount is live and served (the daemon-mode
 /// parent exits 0 then); systemd, when `notify` has a socket, gets
 /// `READY=1` at the same moment and `STOPPING=1` when shutdown begins.
+/// `listener`: the `metrics_listen` port, bound before the fork.
 /// Errors: a one-line reason (BACKING unreadable, the kernel refused the
 /// mount …), before `on_ready` unless the session itself fails.
-pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(), String> {
+pub fn run(
+    opts: &Options,
+    notify: &Notify,
+    listener: Option<metrics_http::Listener>,
+    on_ready: impl FnOnce(),
+) -> Result<(), String> {
     prepare_process();
     let core = Arc::new(open_core(opts)?);
+    core.stats().latency.set_enabled(opts.latency_histograms);
     // Handlers go in before the mount exists: a signal sent as soon as the
     // mount is visible must unmount, not be lost (or ignored, as SIGINT is
     // in background jobs of non-interactive shells).
@@ -59,7 +67,7 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     let mut session = mount(opts, &core)?;
     let mut unmounter = session.unmount_callable();
     let serving = Serving::start(session, signals)?;
-    let threads = threads::Threads::start(opts, notify, &core)?;
+    let threads = threads::Threads::start(opts, notify, &core, listener)?;
     core.maybe_wake_evictor();
     log::info!(
         "mounted {} at {} (max_size {} bytes, watermarks {}/{}, {} threads{})",
@@ -71,6 +79,9 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
         opts.threads,
         opts.metrics_file.as_ref().map_or(String::new(), |p| format!(", metrics to {}", p.display())),
     );
+    if let Some(a) = opts.metrics_listen {
+        log::info!("serving metrics at http://{a}/metrics");
+    }
     on_ready();
     notify.send(&format!("READY=1\nSTATUS=serving {} at {}", opts.backing.display(), opts.mountpoint.display()));
     let result = serving.wait(opts, notify, &core, &mut unmounter);

@@ -1,7 +1,7 @@
 //! The daemon's background threads, started once the mount serves and
 //! stopped after it is gone: the start-up index, the watchdog process, the
 //! evictor, the check on passthrough writers, the invalidator, the stamp
-//! writer, the metrics writer, and (unless `reconcile_interval=0`) the
+//! writer, the metrics writer, the `/metrics` server, and (unless `reconcile_interval=0`) the
 //! reconcile pass, the watch on BACKING and the warming of kernel entries.
 
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use super::sdnotify::Notify;
-use super::{metrics, watchdog};
+use super::{metrics, metrics_http, watchdog};
 use crate::config::Options;
 use crate::fs::Core;
 use crate::sys;
@@ -20,15 +20,22 @@ pub struct Threads {
     stop: Arc<AtomicBool>,
     workers: Vec<std::io::Result<thread::JoinHandle<()>>>,
     metrics: Option<thread::JoinHandle<()>>,
+    http: Option<metrics_http::Serving>,
     watchdog: Option<watchdog::Watchdog>,
 }
 
 impl Threads {
     /// Starts them over `core` as `opts` say (`notify`: where the watchdog
-    /// logs when no log file is given). Errors: BACKING cannot be reopened
-    /// for the indexer or the stamp writer, or the metrics writer cannot
-    /// start (a worker that fails to start is logged when joined).
-    pub fn start(opts: &Options, notify: &Notify, core: &Arc<Core>) -> Result<Threads, String> {
+    /// logs when no log file is given; `listener`: the `metrics_listen`
+    /// port, bound before the mount). Errors: BACKING cannot be reopened
+    /// for the indexer or the stamp writer, or the metrics writer or server
+    /// cannot start (a worker that fails to start is logged when joined).
+    pub fn start(
+        opts: &Options,
+        notify: &Notify,
+        core: &Arc<Core>,
+        listener: Option<metrics_http::Listener>,
+    ) -> Result<Threads, String> {
         let stamp_root = sys::reopen(core.root().fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
         let index_root = sys::reopen(core.root().fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -107,6 +114,13 @@ impl Threads {
             }
             None => None,
         };
+        let http = match listener {
+            Some(l) => Some(
+                l.serve(core.clone(), opts.mountpoint.display().to_string())
+                    .map_err(|e| format!("cannot start the metrics server: {e}"))?,
+            ),
+            None => None,
+        };
         if !opts.reconcile_interval.is_zero() {
             let (c, rec) = (core.clone(), reconcile::Reconciler::new(opts.stale_tmp));
             let every = opts.reconcile_interval;
@@ -120,7 +134,7 @@ impl Threads {
                 warm::run(c, &mnt, n, || s.load(Ordering::Relaxed));
             }));
         }
-        Ok(Threads { stop, workers, metrics, watchdog })
+        Ok(Threads { stop, workers, metrics, http, watchdog })
     }
 
     /// Stops every thread (each finishes what it is doing: the stamp writer
@@ -134,6 +148,9 @@ impl Threads {
         core.invalidator().stop();
         if let Some(m) = &self.metrics {
             m.thread().unpark();
+        }
+        if let Some(h) = self.http {
+            h.stop();
         }
         for w in self.workers.into_iter().flatten().chain(self.metrics) {
             let _ = w.join();

@@ -40,6 +40,7 @@ impl Core {
         let s = &self.stats;
         let index = self.index_report();
         let space = self.space().unwrap_or_default();
+        let latency = s.latency.snapshot();
         let mut st = Status {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backing: self.root_path.display().to_string(),
@@ -68,6 +69,8 @@ impl Core {
             sweeper_heartbeat_age_seconds,
             clock_offset_ms: self.clock().offset_ns().0 / 1_000_000,
             requests: s.requests.snapshot(),
+            latency: latency.op_quantiles(),
+            eviction_latency: latency.eviction_quantiles(),
             syscalls: crate::sys::syscalls(),
             nonblock_warning: self.unevictable.nonblock_warning(),
             pattern_warning: self.unevictable.pattern_warning(),

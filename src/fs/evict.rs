@@ -70,6 +70,14 @@ impl Core {
     }
 
     fn evict_from(&self, bytes: u64, wait: bool, own: bool) -> u64 {
+        // A request's wait for inline eviction (the evictor forgets its own).
+        let t0 = self.stats.latency.start();
+        let freed = self.evict_untimed(bytes, wait, own);
+        self.stats.latency.inline_since(t0);
+        freed
+    }
+
+    fn evict_untimed(&self, bytes: u64, wait: bool, own: bool) -> u64 {
         let mut freed = 0;
         let mut ticket = None;
         // A victim another node holds open goes back to the LRU as most
@@ -84,7 +92,10 @@ impl Core {
                 self.touch(key);
                 break;
             }
-            if let Some((n, t)) = self.evict_victim(key, &path) {
+            let t0 = self.stats.latency.start();
+            let victim = self.evict_victim(key, &path);
+            self.stats.latency.victim_since(t0);
+            if let Some((n, t)) = victim {
                 freed += n;
                 ticket = t.or(ticket);
             }

@@ -23,6 +23,7 @@ use crate::stats::Op;
 mod errors;
 pub mod gated;
 pub mod handover;
+mod timing;
 
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
 /// filesystem (overlayfs, as in most containers); nothing stacks on boundfs.
@@ -200,7 +201,7 @@ impl Filesystem for BoundFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.core.stats().requests.count(Op::Lookup);
+        let _timer = self.begin(Op::Lookup);
         // The daemon's own warming lookups (workers::warm) are no use of a block.
         let warming = req.pid() as i32 == self.core.warm_tid().load(std::sync::atomic::Ordering::Relaxed);
         match self.core.lookup_as(parent, name, !warming) {
@@ -227,7 +228,7 @@ impl Filesystem for BoundFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.core.stats().requests.count(Op::Getattr);
+        let _timer = self.begin(Op::Getattr);
         let first_use = self.warmed.lock().remove(&ino.0);
         if first_use {
             // The first use of a warmed block (see `warmed`).
@@ -259,7 +260,7 @@ impl Filesystem for BoundFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.core.stats().requests.count(Op::Setattr);
+        let _timer = self.begin(Op::Setattr);
         // FATTR_KILL_SUIDGID is not passed on by fuser: a caller other than
         // root stands for "lacks CAP_FSETID".
         let killer = (self.killpriv && req.uid() != 0).then(|| who(req));
@@ -271,7 +272,7 @@ impl Filesystem for BoundFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.core.stats().requests.count(Op::Readlink);
+        let _timer = self.begin(Op::Readlink);
         match self.core.readlink(ino) {
             Ok(t) => reply.data(&t),
             Err(e) => reply_err!(self, reply, Readlink, Target::Ino(ino), e),
@@ -279,7 +280,7 @@ impl Filesystem for BoundFs {
     }
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
-        self.core.stats().requests.count(Op::Mknod);
+        let _timer = self.begin(Op::Mknod);
         match self.core.mknod(parent, name, self.creation_mode(parent, mode, umask), rdev, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(self, reply, Mknod, Target::Entry(parent, name), e),
@@ -287,7 +288,7 @@ impl Filesystem for BoundFs {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        self.core.stats().requests.count(Op::Mkdir);
+        let _timer = self.begin(Op::Mkdir);
         match self.core.mkdir(parent, name, self.creation_mode(parent, mode, umask), who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(self, reply, Mkdir, Target::Entry(parent, name), e),
@@ -295,7 +296,7 @@ impl Filesystem for BoundFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.core.stats().requests.count(Op::Unlink);
+        let _timer = self.begin(Op::Unlink);
         match self.core.unlink(parent, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Unlink, Target::Entry(parent, name), e),
@@ -303,7 +304,7 @@ impl Filesystem for BoundFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.core.stats().requests.count(Op::Rmdir);
+        let _timer = self.begin(Op::Rmdir);
         match self.core.rmdir(parent, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Rmdir, Target::Entry(parent, name), e),
@@ -311,7 +312,7 @@ impl Filesystem for BoundFs {
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        self.core.stats().requests.count(Op::Symlink);
+        let _timer = self.begin(Op::Symlink);
         match self.core.symlink(parent, link_name, target, who(req)) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(self, reply, Symlink, Target::Entry(parent, link_name), e),
@@ -328,7 +329,7 @@ impl Filesystem for BoundFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.core.stats().requests.count(Op::Rename);
+        let _timer = self.begin(Op::Rename);
         match self.core.rename(parent, name, newparent, newname, flags.bits()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Rename, Target::Rename(parent, name, newparent, newname), e),
@@ -336,7 +337,7 @@ impl Filesystem for BoundFs {
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
-        self.core.stats().requests.count(Op::Link);
+        let _timer = self.begin(Op::Link);
         match self.core.link(ino, newparent, newname) {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
             Err(e) => reply_err!(self, reply, Link, Target::Entry(newparent, newname), e),
@@ -344,7 +345,7 @@ impl Filesystem for BoundFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.core.stats().requests.count(Op::Open);
+        let _timer = self.begin(Op::Open);
         let answer = self.core.open(ino, flags.0).and_then(|o| self.answer(o, |fd| reply.open_backing(fd)));
         match answer {
             Ok((fh, f, Some(id))) => reply.opened_passthrough(FileHandle(fh), f, &id),
@@ -364,7 +365,7 @@ impl Filesystem for BoundFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.core.stats().requests.count(Op::Read);
+        let _timer = self.begin(Op::Read);
         match self.core.read(fh.0, offset, size, flags.0) {
             Ok(buf) => reply.data(&buf),
             Err(e) => reply_err!(self, reply, Read, Target::Fh(fh.0), e),
@@ -383,7 +384,7 @@ impl Filesystem for BoundFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.core.stats().requests.count(Op::Write);
+        let _timer = self.begin(Op::Write);
         let killer = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID).then(|| who(req));
         let from_cache = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
         match self.core.write(fh.0, offset, data, killer, from_cache) {
@@ -397,7 +398,7 @@ impl Filesystem for BoundFs {
     /// trip per close. Where BACKING commits at close (`flush`), the backing
     /// file is flushed first (see `Core::flush`).
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        self.core.stats().requests.count(Op::Flush);
+        let _timer = self.begin(Op::Flush);
         match self.core.flush(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) if e == Errno::ENOSYS => reply.error(e),
@@ -418,7 +419,7 @@ impl Filesystem for BoundFs {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
-        self.core.stats().requests.count(Op::Ioctl);
+        let _timer = self.begin(Op::Ioctl);
         reply.error(Errno::ENOTTY);
     }
 
@@ -432,14 +433,14 @@ impl Filesystem for BoundFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.core.stats().requests.count(Op::Release);
+        let _timer = self.begin(Op::Release);
         let backing = self.core.release(fh.0);
         reply.ok();
         drop(backing);
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        self.core.stats().requests.count(Op::Fsync);
+        let _timer = self.begin(Op::Fsync);
         match self.core.fsync(fh.0, datasync) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Fsync, Target::Fh(fh.0), e),
@@ -447,7 +448,7 @@ impl Filesystem for BoundFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.core.stats().requests.count(Op::Opendir);
+        let _timer = self.begin(Op::Opendir);
         match self.core.opendir(ino) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply_err!(self, reply, Opendir, Target::Ino(ino), e),
@@ -455,7 +456,7 @@ impl Filesystem for BoundFs {
     }
 
     fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        self.core.stats().requests.count(Op::Readdir);
+        let _timer = self.begin(Op::Readdir);
         let r = self.core.readdir(fh.0, offset as i64, |ino, next, kind, name| {
             reply.add(INodeNo(ino), next as u64, kind, OsStr::from_bytes(name))
         });
@@ -466,13 +467,13 @@ impl Filesystem for BoundFs {
     }
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
-        self.core.stats().requests.count(Op::Releasedir);
+        let _timer = self.begin(Op::Releasedir);
         self.core.releasedir(fh.0);
         reply.ok();
     }
 
     fn fsyncdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        self.core.stats().requests.count(Op::Fsyncdir);
+        let _timer = self.begin(Op::Fsyncdir);
         match self.core.fsyncdir(fh.0, datasync) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Fsyncdir, Target::Dir(fh.0), e),
@@ -480,7 +481,7 @@ impl Filesystem for BoundFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.core.stats().requests.count(Op::Statfs);
+        let _timer = self.begin(Op::Statfs);
         match self.core.statfs() {
             Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
             Err(e) => reply_err!(self, reply, Statfs, Target::Mount, e),
@@ -497,7 +498,7 @@ impl Filesystem for BoundFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        self.core.stats().requests.count(Op::Setxattr);
+        let _timer = self.begin(Op::Setxattr);
         match self.core.setxattr(ino, name, value, flags, who(req)) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Setxattr, Target::Ino(ino), e),
@@ -505,7 +506,7 @@ impl Filesystem for BoundFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.core.stats().requests.count(Op::Getxattr);
+        let _timer = self.begin(Op::Getxattr);
         match self.core.getxattr(ino, name, size) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
@@ -514,7 +515,7 @@ impl Filesystem for BoundFs {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.core.stats().requests.count(Op::Listxattr);
+        let _timer = self.begin(Op::Listxattr);
         match self.core.listxattr(ino, size, req.uid() == 0) {
             Ok(Xattr::Size(n)) => reply.size(n),
             Ok(Xattr::Data(d)) => reply.data(&d),
@@ -523,7 +524,7 @@ impl Filesystem for BoundFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.core.stats().requests.count(Op::Removexattr);
+        let _timer = self.begin(Op::Removexattr);
         match self.core.removexattr(ino, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Removexattr, Target::Ino(ino), e),
@@ -531,7 +532,7 @@ impl Filesystem for BoundFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.core.stats().requests.count(Op::Access);
+        let _timer = self.begin(Op::Access);
         match self.core.access(ino, mask.bits(), req.uid(), req.gid()) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Access, Target::Ino(ino), e),
@@ -548,7 +549,7 @@ impl Filesystem for BoundFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        self.core.stats().requests.count(Op::Create);
+        let _timer = self.begin(Op::Create);
         let answer = self
             .core
             .create(parent, name, self.creation_mode(parent, mode, umask), flags, who(req))
@@ -571,7 +572,7 @@ impl Filesystem for BoundFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.core.stats().requests.count(Op::Fallocate);
+        let _timer = self.begin(Op::Fallocate);
         match self.core.fallocate(fh.0, offset, length, mode) {
             Ok(()) => reply.ok(),
             Err(e) => reply_err!(self, reply, Fallocate, Target::Fh(fh.0), e),
@@ -579,7 +580,7 @@ impl Filesystem for BoundFs {
     }
 
     fn lseek(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
-        self.core.stats().requests.count(Op::Lseek);
+        let _timer = self.begin(Op::Lseek);
         match self.core.lseek(fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
             Err(e) => reply_err!(self, reply, Lseek, Target::Fh(fh.0), e),

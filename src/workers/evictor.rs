@@ -140,6 +140,11 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
         let evicted = u64::from(files > 0);
         Stats::add(&st.eviction_sweeps, evicted);
         Stats::add(&st.eviction_sweep_micros, took.as_micros().min(u64::MAX as u128) as u64);
+        // Its evictions were no request's wait; its time is one sample when it evicted.
+        st.latency.not_inline();
+        if evicted > 0 {
+            st.latency.sweep(took);
+        }
         sweeps.add([evicted, files, bytes, open, skipped.saturating_sub(open)], took.as_secs_f64());
         sweeps.flush(&core);
     }

@@ -11,6 +11,9 @@ only \\, \" and \\n; TYPE comes before a family's samples, at most once;
 a family's samples are contiguous; no series twice; the file ends in "\\n".
 boundfs conventions: names start with boundfs_; every family has HELP and
 TYPE; counters end in _total; every sample has a mountpoint label.
+Histograms: a family's samples are NAME_bucket (with `le`, cumulative,
+ending at le="+Inf"), NAME_sum and NAME_count, the +Inf bucket equal to the
+count, per series.
 
 When the prometheus_client package is installed, its parser must accept the
 file too.
@@ -45,6 +48,7 @@ def check(text):
     helps, types, seen_series, done_families = {}, {}, set(), set()
     current = None
     nsamples = 0
+    hist = {}
     if not text.endswith("\n"):
         errs.append("file does not end with a newline")
     for n, line in enumerate(text.split("\n")[:-1], 1):
@@ -76,8 +80,30 @@ def check(text):
             errs.append(f"{where}: not a sample line")
             continue
         nsamples += 1
-        name = m.group("name")
+        sample = m.group("name")
         labels = tuple(PAIR.findall(m.group("labels") or ""))
+        # a histogram's samples belong to the family named without the suffix
+        name = sample
+        for suffix in ("_bucket", "_sum", "_count"):
+            base = sample[: -len(suffix)]
+            if sample.endswith(suffix) and types.get(base) == "histogram":
+                name = base
+                rest = tuple(kv for kv in labels if kv[0] != "le")
+                h = hist.setdefault((base, rest), {"last": -1.0, "inf": None, "count": None})
+                if suffix == "_bucket":
+                    le = dict(labels).get("le")
+                    v = float(m.group("value"))
+                    if le is None:
+                        errs.append(f"{where}: bucket without le")
+                    elif v < h["last"]:
+                        errs.append(f"{where}: buckets not cumulative")
+                    h["last"] = v
+                    if le == '"+Inf"':
+                        h["inf"] = v
+                elif suffix == "_count":
+                    h["count"] = float(m.group("value"))
+        if name == sample and types.get(name) == "histogram":
+            errs.append(f"{where}: histogram sample without _bucket, _sum or _count")
         if not value_ok(m.group("value")):
             errs.append(f"{where}: bad value")
         if name != current:
@@ -89,7 +115,7 @@ def check(text):
         keys = [k for k, _ in labels]
         if len(set(keys)) != len(keys):
             errs.append(f"{where}: a label is given twice")
-        series = (name, tuple(sorted(labels)))
+        series = (sample, tuple(sorted(labels)))
         if series in seen_series:
             errs.append(f"{where}: series given twice")
         seen_series.add(series)
@@ -102,8 +128,12 @@ def check(text):
             errs.append(f"{where}: counter {name} does not end in _total")
         if "mountpoint" not in keys:
             errs.append(f"{where}: no mountpoint label")
+    for (base, rest), h in hist.items():
+        if h["inf"] is None or h["inf"] != h["count"]:
+            errs.append(f"histogram {base}{dict(rest)}: +Inf bucket {h['inf']} is not the count {h['count']}")
+    families = {s[0] for s in seen_series} | {b for b, _ in hist}
     for name in types:
-        if name not in {s[0] for s in seen_series}:
+        if name not in families:
             errs.append(f"TYPE {name} has no samples")
     return errs, len(types), nsamples
 

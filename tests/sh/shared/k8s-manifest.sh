@@ -4,7 +4,8 @@
 # namespace access at all) by kubernetes-validate --strict (PyPI, pinned in
 # scripts/install-deps.sh; it bundles the schemas), and says what the README
 # promises: a privileged boundfs -o shared per node with Bidirectional
-# propagation of its mountpoint, and an engine mounting that host path.
+# propagation of its mountpoint, its /metrics port declared and annotated for
+# Prometheus, and an engine mounting that host path.
 . "$(dirname "$0")/../lib.sh"
 
 KV=${SHARED_VENV:-/opt/boundfs-shared}/bin/kubernetes-validate
@@ -47,6 +48,14 @@ if "LMCACHE" in eng_text or "LMCache" in eng_text:
     assert "*.pt" in patterns, f"the engine is LMCache (*.pt files) but boundfs selects {patterns}: nothing would be evicted"
 if '"type":"fs"' in eng_text.replace(" ", "") or "'type':'fs'" in eng_text.replace(" ", ""):
     assert "*.bin" in patterns, f"vLLM's fs tier writes *.bin but boundfs selects {patterns}"
+# /metrics: the port metrics_listen serves is declared and annotated for scraping
+listen = [o.split("=", 1)[1] for o in opts.replace("-o ", "").replace(" ", ",").split(",") if o.startswith("metrics_listen=")]
+assert listen, "boundfs serves /metrics (-o metrics_listen)"
+port = int(listen[0].rsplit(":", 1)[1])
+assert any(p.get("containerPort") == port for p in c.get("ports", [])), f"containerPort {port} (metrics_listen) declared"
+ann = docs["DaemonSet"]["spec"]["template"]["metadata"].get("annotations", {})
+assert ann.get("prometheus.io/scrape") == "true" and ann.get("prometheus.io/port") == str(port), \
+    f"the pod's prometheus.io annotations name port {port}"
 # the engine waits for the mount (else it writes, unbounded, into the bare host directory)
 assert any("fuse.boundfs" in " ".join(i.get("command", [])) for i in eng.get("initContainers", [])), \
     "the engine pod waits for the boundfs mount before it starts"
