@@ -14,6 +14,7 @@ pub mod daemonize;
 pub mod metrics;
 pub mod mount_error;
 pub mod mount_helper;
+pub mod resume;
 pub mod sdnotify;
 pub mod threads;
 pub mod watchdog;
@@ -25,13 +26,15 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
 
-use fuser::{Config, MountOption, SessionACL};
+use fuser::MountOption;
 
 use crate::config::{AtimeMode, Options, Passthrough};
 use crate::fs::{self, Core};
 use crate::fuse::BoundFs;
+use crate::fuse::gated::Gated;
 use crate::stats::{Op, Stats};
 use crate::sys;
+pub use resume::Resume;
 use sdnotify::Notify;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 
@@ -49,6 +52,21 @@ enum Event {
 /// Errors: a one-line reason (BACKING unreadable, the kernel refused the
 /// mount …), before `on_ready` unless the session itself fails.
 pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(), String> {
+    run_from(opts, notify, on_ready, None)
+}
+
+/// [`run`], but with `resume` on a live connection another process
+/// initialised instead of mounting (see [`resume::resume`]): the core is
+/// opened as at start-up (the ledger re-counts BACKING), the handed tables
+/// adopted, the session built on the connection, the requests the previous
+/// daemon left unanswered resent, then it serves as [`run`] does. Errors:
+/// as [`run`], and [`resume::resume`]'s.
+pub fn run_from(
+    opts: &Options,
+    notify: &Notify,
+    on_ready: impl FnOnce(),
+    resume: Option<Resume>,
+) -> Result<(), String> {
     prepare_process();
     let core = Arc::new(open_core(opts)?);
     // Handlers go in before the mount exists: a signal sent as soon as the
@@ -56,9 +74,13 @@ pub fn run(opts: &Options, notify: &Notify, on_ready: impl FnOnce()) -> Result<(
     // in background jobs of non-interactive shells).
     let signals =
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1]).map_err(|e| format!("signal setup: {e}"))?;
-    let mut session = mount(opts, &core)?;
-    let mut unmounter = session.unmount_callable();
-    let serving = Serving::start(session, signals)?;
+    let fs = BoundFs::new(core.clone(), opts.attr_timeout, passthrough_with_atime(opts, core.root().fd()));
+    let mut started = match resume {
+        None => mount(opts, &core, fs)?,
+        Some(r) => resume::resume(opts, &core, fs, r)?,
+    };
+    let mut unmounter = started.session.unmount_callable();
+    let serving = Serving::start(started.session, signals)?;
     let threads = threads::Threads::start(opts, notify, &core)?;
     core.maybe_wake_evictor();
     log::info!(
@@ -126,12 +148,11 @@ fn test_clock_skew(core: &Core) {
 /// reads fuse.boundfs in /proc/mounts as mount(8) and fstab expect; else
 /// through fusermount3. The core's invalidations go to the new session.
 /// Errors: the kernel's refusal, worded by `mount_error`.
-fn mount(opts: &Options, core: &Arc<Core>) -> Result<fuser::Session<BoundFs>, String> {
-    let mut cfg = Config::default();
-    cfg.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
-    cfg.n_threads = Some(opts.threads);
-    cfg.clone_fd = true;
-    let fs = BoundFs::new(core.clone(), opts.attr_timeout, passthrough_with_atime(opts, core.root().fd()));
+fn mount(opts: &Options, core: &Arc<Core>, fs: BoundFs) -> Result<resume::Started, String> {
+    let mut cfg = resume::session_config(opts);
+    let negotiated = fs.negotiated.clone();
+    let gate = Arc::new(crate::fuse::handover::Gate::default());
+    let fs = Gated { inner: fs, gate: gate.clone() };
     let session = if sys::euid() == 0 {
         let fd = mount_kernel(opts)?;
         fuser::Session::from_fd(fs, fd, cfg.acl, cfg)
@@ -150,7 +171,8 @@ fn mount(opts: &Options, core: &Arc<Core>) -> Result<fuser::Session<BoundFs>, St
     }
     .map_err(|e| mount_error::user(opts, &e))?;
     core.invalidator().set_notifier(session.notifier());
-    Ok(session)
+    let fuse = std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(&session));
+    Ok(resume::Started { session, gate, negotiated, fuse })
 }
 
 /// The FUSE session and the signal handler, each on its own thread, both
@@ -165,7 +187,10 @@ struct Serving {
 impl Serving {
     /// Starts serving `session` and forwarding `signals`. Errors: a thread
     /// could not be started.
-    fn start(session: fuser::Session<BoundFs>, mut signals: signal_hook::iterator::Signals) -> Result<Serving, String> {
+    fn start(
+        session: fuser::Session<Gated<BoundFs>>,
+        mut signals: signal_hook::iterator::Signals,
+    ) -> Result<Serving, String> {
         let (tx, events) = mpsc::channel();
         let served = tx.clone();
         let session = thread::Builder::new()

@@ -14,6 +14,7 @@ pub mod accounts;
 pub mod clock;
 pub mod dirlock;
 mod evict;
+pub mod handed;
 pub mod handles;
 pub mod inode;
 pub mod passthrough;

@@ -32,7 +32,7 @@ const INIT_LEN: usize = 40 + 64;
 
 /// What the connection's INIT settled, which the next process must be told
 /// (the kernel sends INIT once per mount).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Negotiated {
     /// The flags both sides have (kernel offer ∩ what was asked).
     pub flags: u64,
@@ -48,6 +48,20 @@ impl Negotiated {
         let fusers = InitFlags::FUSE_ASYNC_READ | InitFlags::FUSE_BIG_WRITES | InitFlags::FUSE_MAX_PAGES;
         Negotiated { flags: (config.capabilities() & (asked | fusers)).bits(), minor: config.kernel_abi().1 }
     }
+}
+
+/// The capabilities `BoundFs::init` asks for (`passthrough`: it asked for
+/// FUSE_PASSTHROUGH too), for [`Negotiated::of`].
+pub fn asked(passthrough: bool) -> InitFlags {
+    let mut f = InitFlags::FUSE_DONT_MASK
+        | InitFlags::FUSE_POSIX_ACL
+        | InitFlags::FUSE_PARALLEL_DIROPS
+        | InitFlags::FUSE_ASYNC_DIO
+        | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+    if passthrough {
+        f |= InitFlags::FUSE_PASSTHROUGH;
+    }
+    f
 }
 
 /// A FUSE_INIT request offering exactly `n`: `fuse_in_header` then
