@@ -11,12 +11,16 @@
 pub mod cli;
 pub mod ctl;
 pub mod daemonize;
+mod handoff;
 pub mod metrics;
 pub mod mount_error;
 pub mod mount_helper;
 pub mod resume;
 pub mod sdnotify;
+pub mod takeover;
 pub mod threads;
+pub mod upgrade;
+pub mod upgrade_cmd;
 pub mod watchdog;
 
 #[cfg(test)]
@@ -40,7 +44,11 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 
 enum Event {
     Signal(i32),
-    Unmounted(std::io::Result<()>),
+    /// The session numbered so ended.
+    Unmounted(u64, std::io::Result<()>),
+    /// `user.boundfs.upgrade` was set: hand over to the process listening
+    /// on this abstract socket name (`upgrade`).
+    Upgrade(String),
 }
 
 /// Mounts and serves until unmounted, in named steps: open the core over
@@ -81,7 +89,14 @@ pub fn run_from(
     };
     let mut unmounter = started.session.unmount_callable();
     let serving = Serving::start(started.session, signals)?;
-    let threads = threads::Threads::start(opts, notify, &core)?;
+    serving.take_upgrade_requests();
+    let threads = threads::Threads::start(opts, notify, &core, true)?;
+    let mut live = handoff::Live {
+        threads: Some(threads),
+        gate: started.gate,
+        negotiated: started.negotiated,
+        fuse: started.fuse,
+    };
     core.maybe_wake_evictor();
     log::info!(
         "mounted {} at {} (max_size {} bytes, watermarks {}/{}, {} threads{})",
@@ -95,8 +110,10 @@ pub fn run_from(
     );
     on_ready();
     notify.send(&format!("READY=1\nSTATUS=serving {} at {}", opts.backing.display(), opts.mountpoint.display()));
-    let result = serving.wait(opts, notify, &core, &mut unmounter);
-    threads.stop(&core);
+    let result = serving.wait(opts, notify, &core, &mut unmounter, &mut live);
+    if let Some(t) = live.threads.take() {
+        t.stop(&core);
+    }
     log::info!(
         "unmounted {}; {} stamps written; final status {}",
         opts.mountpoint.display(),
@@ -179,6 +196,11 @@ fn mount(opts: &Options, core: &Arc<Core>, fs: BoundFs) -> Result<resume::Starte
 /// reporting to one channel.
 struct Serving {
     events: mpsc::Receiver<Event>,
+    /// Where the session thread and the upgrade hook report.
+    tx: mpsc::Sender<Event>,
+    /// The running session's number (a hand-over that fails after the
+    /// readers stopped starts another on the same connection).
+    generation: u64,
     session: thread::JoinHandle<()>,
     signals: signal_hook::iterator::Handle,
     signal_thread: thread::JoinHandle<()>,
@@ -192,14 +214,8 @@ impl Serving {
         mut signals: signal_hook::iterator::Signals,
     ) -> Result<Serving, String> {
         let (tx, events) = mpsc::channel();
-        let served = tx.clone();
-        let session = thread::Builder::new()
-            .name("fuse-session".into())
-            .spawn(move || {
-                let _ = served.send(Event::Unmounted(session.run()));
-            })
-            .map_err(|e| e.to_string())?;
-        let handle = signals.handle();
+        let session = Self::spawn_session(session, tx.clone(), 0)?;
+        let (handle, tx_out) = (signals.handle(), tx.clone());
         let signal_thread = thread::spawn(move || {
             for s in signals.forever() {
                 if tx.send(Event::Signal(s)).is_err() {
@@ -207,7 +223,35 @@ impl Serving {
                 }
             }
         });
-        Ok(Serving { events, session, signals: handle, signal_thread })
+        Ok(Serving { events, tx: tx_out, generation: 0, session, signals: handle, signal_thread })
+    }
+
+    /// Runs `session` on its own thread, reporting its end as `generation`.
+    fn spawn_session(
+        session: fuser::Session<Gated<BoundFs>>,
+        tx: mpsc::Sender<Event>,
+        generation: u64,
+    ) -> Result<thread::JoinHandle<()>, String> {
+        thread::Builder::new()
+            .name("fuse-session".into())
+            .spawn(move || {
+                let _ = tx.send(Event::Unmounted(generation, session.run()));
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    /// Serves `session` instead of the one whose readers were stopped.
+    /// Errors: its thread could not be started.
+    fn restart(&mut self, session: fuser::Session<Gated<BoundFs>>) -> Result<(), String> {
+        self.generation += 1;
+        self.session = Self::spawn_session(session, self.tx.clone(), self.generation)?;
+        Ok(())
+    }
+
+    /// Routes `user.boundfs.upgrade` (see `fs::control`) to this loop.
+    fn take_upgrade_requests(&self) {
+        let tx = parking_lot::Mutex::new(self.tx.clone());
+        crate::fs::set_upgrade_hook(Box::new(move |name| tx.lock().send(Event::Upgrade(name)).is_ok()));
     }
 
     /// Serves until the mount is gone: SIGUSR1 logs the status, a first
@@ -220,12 +264,14 @@ impl Serving {
         self,
         opts: &Options,
         notify: &Notify,
-        core: &Core,
+        core: &Arc<Core>,
         unmounter: &mut fuser::SessionUnmounter,
+        live: &mut handoff::Live,
     ) -> std::io::Result<()> {
         let mut stopping = false;
+        let mut this = self;
         let result = loop {
-            match self.events.recv() {
+            match this.events.recv() {
                 Ok(Event::Signal(SIGUSR1)) => log::info!("status {}", core.stats_json()),
                 Ok(Event::Signal(s)) if !stopping => {
                     stopping = true;
@@ -237,16 +283,23 @@ impl Serving {
                     log::warn!("second signal {s}: exiting now without waiting for the unmount or pending stamps");
                     std::process::exit(1);
                 }
-                Ok(Event::Unmounted(r)) => break r,
+                Ok(Event::Unmounted(g, r)) if g == this.generation => break r,
+                Ok(Event::Unmounted(..)) => {}
+                Ok(Event::Upgrade(name)) if !stopping => {
+                    if let Err(e) = handoff::hand_over(&mut this, live, opts, notify, core, &name) {
+                        log::error!("upgrade: {e}; this daemon (pid {}) goes on serving", std::process::id());
+                    }
+                }
+                Ok(Event::Upgrade(_)) => log::warn!("upgrade asked while unmounting: refused"),
                 Err(_) => break Ok(()),
             }
         };
         if !stopping {
             notify.send("STOPPING=1");
         }
-        let _ = self.session.join();
-        self.signals.close();
-        let _ = self.signal_thread.join();
+        let _ = this.session.join();
+        this.signals.close();
+        let _ = this.signal_thread.join();
         match result {
             Err(e)
                 if e.raw_os_error() == Some(libc::ECONNABORTED) && core.stats().requests.received(Op::Destroy) > 0 =>

@@ -44,6 +44,15 @@ pub struct Started {
     pub fuse: std::os::fd::RawFd,
 }
 
+/// The gate of the last session [`resume`] started, for the take-over's
+/// pause measurement (`super::takeover`).
+static LAST_GATE: std::sync::Mutex<Option<Arc<Gate>>> = std::sync::Mutex::new(None);
+
+/// The gate of the last session [`resume`] started, if any.
+pub fn last_gate() -> Option<Arc<Gate>> {
+    LAST_GATE.lock().ok().and_then(|g| g.clone())
+}
+
 /// The session config the daemon serves with (both ways of starting).
 pub fn session_config(opts: &Options) -> Config {
     let mut cfg = Config::default();
@@ -76,5 +85,8 @@ pub fn resume(opts: &Options, core: &Arc<Core>, fs: BoundFs, r: Resume) -> Resul
     drop(old_fuse_fds);
     drop(fuse);
     core.invalidator().set_notifier(session.notifier());
+    if let Ok(mut g) = LAST_GATE.lock() {
+        *g = Some(gate.clone());
+    }
     Ok(Started { session, gate, negotiated: recorded, fuse: fd })
 }

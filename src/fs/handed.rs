@@ -212,6 +212,12 @@ impl Core {
         self.io.take_handed(ino)
     }
 
+    /// Gives back the ids [`Core::take_backing_ids`] took (a hand-over that
+    /// failed): this process goes on serving and owns them again.
+    pub fn restore_backing_ids(&self, ids: Vec<(u64, u32)>) {
+        self.io.restore_handed(&ids);
+    }
+
     /// Takes every backing id out of the I/O modes for a hand-over: the
     /// process must exit after it without closing them. `raw` turns an id
     /// into its number (`fuser::BackingId::into_raw`); one still shared

@@ -306,6 +306,12 @@ impl<B> IoModes<B> {
         s.handed.remove(&ino)
     }
 
+    /// Gives back raw ids [`IoModes::take_all_backing`] took (a hand-over
+    /// that failed): the next passthrough open of each inode adopts its id.
+    pub fn restore_handed(&self, ids: &[(u64, u32)]) {
+        self.state.lock().handed.extend(ids.iter().copied());
+    }
+
     /// The installed backing ids by inode (and handed ids not yet adopted,
     /// as `Err`), taken out for a hand-over: the process exits after it.
     pub fn take_all_backing(&self) -> Vec<(u64, Result<Arc<B>, u32>)> {
