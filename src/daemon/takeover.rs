@@ -80,6 +80,7 @@ pub fn main(name: &str) -> ! {
         Err(cli::CliError::Refused(f)) => refuse(format!("the running daemon's options: {}", f.msg)),
         Err(cli::CliError::Display(_)) => refuse("the running daemon's command line only prints".into()),
     };
+    upgrade::set_argv(argv);
     let _ = upgrade::send(sock.as_fd(), b"ok");
     let (header, json, mut fds) = upgrade::recv_state(sock.as_fd()).unwrap_or_else(|e| fail(&format!("state: {e}")));
     if test_fail("state") {
