@@ -83,7 +83,7 @@ pub fn resume(opts: &Options, core: &Arc<Core>, fs: BoundFs, r: Resume) -> Resul
     let fd = session.as_fd().as_raw_fd();
     notify_resend(fuse.as_fd()).map_err(|e| format!("{e} (Linux >= 6.9 is needed to take over a mount)"))?;
     drop(old_fuse_fds);
-    drop(fuse);
+    crate::fs::handed::set_connection(fuse);
     core.invalidator().set_notifier(session.notifier());
     if let Ok(mut g) = LAST_GATE.lock() {
         *g = Some(gate.clone());

@@ -8,7 +8,7 @@
 //! state). The ledger is not handed: the new daemon re-counts BACKING
 //! (its start-up index), the open handles pin their keys again.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -86,6 +86,18 @@ pub struct Collected {
     pub state: HandedState,
     /// Duplicates of the fds, in index order.
     pub fds: Vec<OwnedFd>,
+}
+
+/// `FUSE_DEV_IOC_BACKING_CLOSE`: `_IOW(229, 2, uint32_t)` (include/uapi/linux/fuse.h).
+const BACKING_CLOSE: libc::c_ulong = (1 << 30) | (4 << 16) | (229 << 8) | 2;
+
+/// The connection handed backing ids are closed on (set once by the daemon
+/// that took the mount over).
+static CONNECTION: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+
+/// Gives the connection's fd for closing handed backing ids.
+pub fn set_connection(fd: OwnedFd) {
+    let _ = CONNECTION.set(fd);
 }
 
 fn mode_name(m: Option<Mode>) -> Option<String> {
@@ -204,6 +216,20 @@ impl Core {
             log::warn!("hand-over: {lost} inodes, handles or directory streams could not be taken over");
         }
         lost
+    }
+
+    /// Closes the handed backing ids no open holds any more (after a
+    /// RELEASE), on the connection [`set_connection`] gave.
+    pub(super) fn close_orphans(&self) {
+        let ids = self.io.take_orphans();
+        let Some(dev) = CONNECTION.get() else { return };
+        for id in ids {
+            // SAFETY: FUSE_DEV_IOC_BACKING_CLOSE reads one u32 from a live
+            // local; the fd is this mount's connection.
+            if unsafe { libc::ioctl(dev.as_raw_fd(), BACKING_CLOSE, &id) } != 0 {
+                log::debug!("closing handed backing id {id}: {}", std::io::Error::last_os_error());
+            }
+        }
     }
 
     /// The raw backing id a previous daemon registered for `ino`, for the

@@ -252,6 +252,7 @@ impl Core {
             self.accounts.know_mtimes(&[key], bound);
         }
         let backing = mode.and_then(|m| self.io.release(ino, m));
+        self.close_orphans();
         if self.accounts.released(key) {
             self.wake_evictor();
         }

@@ -88,6 +88,9 @@ struct State<B> {
     /// Raw backing ids a previous daemon registered on this connection
     /// (an upgrade, `super::handed`), by inode, until an open adopts one.
     handed: HashMap<u64, u32>,
+    /// Handed ids whose inode's passthrough opens all went before any open
+    /// here adopted them: to close (`Core::release`).
+    orphans: Vec<u32>,
 }
 
 /// Per-inode I/O modes of open handles. `B` is the backing id type
@@ -119,7 +122,7 @@ impl<B> IoModes<B> {
             pass_writers: AtomicBool::new(false),
             learned: Default::default(),
             learned_at: AtomicU64::new(0),
-            state: Mutex::new(State { inodes: HashMap::new(), handed: HashMap::new() }),
+            state: Mutex::new(State { inodes: HashMap::new(), handed: HashMap::new(), orphans: Vec::new() }),
         }
     }
 
@@ -306,6 +309,11 @@ impl<B> IoModes<B> {
         s.handed.remove(&ino)
     }
 
+    /// Handed ids no open holds any more, to close (see `State::orphans`).
+    pub fn take_orphans(&self) -> Vec<u32> {
+        std::mem::take(&mut self.state.lock().orphans)
+    }
+
     /// Gives back raw ids [`IoModes::take_all_backing`] took (a hand-over
     /// that failed): the next passthrough open of each inode adopts its id.
     pub fn restore_handed(&self, ids: &[(u64, u32)]) {
@@ -329,11 +337,9 @@ impl<B> IoModes<B> {
             Mode::Direct => {}
         }
         let (backing, gone) = if io.passthrough == 0 { (io.backing.take(), io.cached == 0) } else { (None, false) };
-        if io.passthrough == 0 && io.backing.is_none() && s.handed.remove(&ino).is_some() {
-            // Its last handed-over passthrough open went: the id stays
-            // registered in the kernel until the connection ends (no fd here
-            // to close it with; one per inode, bounded by the opens handed).
-            log::debug!("a handed-over backing id of inode {ino} is left registered");
+        if io.passthrough == 0 && io.backing.is_none() {
+            // Its last handed-over passthrough open went: close the id.
+            s.orphans.extend(s.handed.remove(&ino));
         }
         if gone {
             s.inodes.remove(&ino);
