@@ -248,8 +248,14 @@ impl Serving {
         Ok(())
     }
 
-    /// Routes `user.boundfs.upgrade` (see `fs::control`) to this loop.
+    /// Routes `user.boundfs.upgrade` (see `fs::control`) to this loop (root
+    /// daemons only: the hook is never set otherwise, ENOTSUP).
     fn take_upgrade_requests(&self) {
+        if sys::euid() != 0 {
+            // fuser unmounts a fusermount3 mount when the session's loop
+            // ends: the readers' stop would take the mount away.
+            return;
+        }
         let tx = parking_lot::Mutex::new(self.tx.clone());
         crate::fs::set_upgrade_hook(Box::new(move |name| tx.lock().send(Event::Upgrade(name)).is_ok()));
     }
@@ -405,6 +411,15 @@ fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, String> {
 
 /// Unmounts; when busy, detaches lazily (the mount goes once no longer used).
 fn unmount(opts: &Options, unmounter: &mut fuser::SessionUnmounter) {
+    if sys::euid() != 0 && resume::resumed() {
+        // A session on a handed-over connection has no fusermount3 mount of
+        // its own to undo: ask fusermount3 by the mountpoint.
+        match std::process::Command::new("fusermount3").arg("-u").arg(&opts.mountpoint).status() {
+            Ok(s) if s.success() => {}
+            r => log::warn!("fusermount3 -u {} failed: {r:?}", opts.mountpoint.display()),
+        }
+        return;
+    }
     if sys::euid() != 0 {
         if let Err(e) = unmounter.unmount() {
             log::warn!("unmount of {} failed: {e}", opts.mountpoint.display());

@@ -53,6 +53,15 @@ pub fn last_gate() -> Option<Arc<Gate>> {
     LAST_GATE.lock().ok().and_then(|g| g.clone())
 }
 
+/// Whether this process serves a connection it did not mount.
+static RESUMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process serves a connection it did not mount (its
+/// unmount then goes through fusermount3 by path when not root).
+pub fn resumed() -> bool {
+    RESUMED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The session config the daemon serves with (both ways of starting).
 pub fn session_config(opts: &Options) -> Config {
     let mut cfg = Config::default();
@@ -85,6 +94,7 @@ pub fn resume(opts: &Options, core: &Arc<Core>, fs: BoundFs, r: Resume) -> Resul
     drop(old_fuse_fds);
     crate::fs::handed::set_connection(fuse);
     core.invalidator().set_notifier(session.notifier());
+    RESUMED.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Ok(mut g) = LAST_GATE.lock() {
         *g = Some(gate.clone());
     }

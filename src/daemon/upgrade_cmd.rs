@@ -34,6 +34,12 @@ pub struct UpgradeArgs {
     pub binary: Option<PathBuf>,
 }
 
+/// The effective uid of `pid` (None when not visible here).
+fn daemon_euid(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().nth(1)?.parse().ok()
+}
+
 fn fail<T>(code: i32, msg: impl Into<String>) -> Result<T, CtlError> {
     Err(CtlError { code, msg: msg.into() })
 }
@@ -58,6 +64,16 @@ pub fn upgrade(args: &UpgradeArgs) -> Result<(), CtlError> {
         }
     }
     let before = read_status(mnt)?;
+    if daemon_euid(before.pid).is_some_and(|u| u != 0) {
+        return fail(
+            Exit::Runtime.code(),
+            format!(
+                "the daemon (pid {}) runs as a user other than root (a fusermount3 mount), whose hand-over is not \
+                 supported; nothing was done",
+                before.pid
+            ),
+        );
+    }
     let binary = match &args.binary {
         Some(b) => b.clone(),
         None => std::env::current_exe().or_else(|e| fail(1, format!("cannot find this binary: {e}")))?,
