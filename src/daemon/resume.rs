@@ -90,7 +90,12 @@ pub fn resume(opts: &Options, core: &Arc<Core>, fs: BoundFs, r: Resume) -> Resul
     let session = session_on_live_fd(Gated { inner: fs, gate: gate.clone() }, live, session_config(opts), &negotiated)
         .map_err(|e| format!("cannot start a session on the live connection: {e}"))?;
     let fd = session.as_fd().as_raw_fd();
-    notify_resend(fuse.as_fd()).map_err(|e| format!("{e} (Linux >= 6.9 is needed to take over a mount)"))?;
+    // BOUNDFS_TEST_NO_RESEND (tests only, not an option): skip the resend,
+    // to show what it is for (the requests the previous daemon read and
+    // left unanswered then never return).
+    if std::env::var_os("BOUNDFS_TEST_NO_RESEND").is_none() {
+        notify_resend(fuse.as_fd()).map_err(|e| format!("{e} (Linux >= 6.9 is needed to take over a mount)"))?;
+    }
     drop(old_fuse_fds);
     crate::fs::handed::set_connection(fuse);
     core.invalidator().set_notifier(session.notifier());
