@@ -99,7 +99,8 @@ pub fn run_from(
     };
     core.maybe_wake_evictor();
     log::info!(
-        "mounted {} at {} (max_size {} bytes, watermarks {}/{}, {} threads{})",
+        "{} {} at {} (max_size {} bytes, watermarks {}/{}, {} threads{})",
+        if resume::resumed() { "serving (taken over)" } else { "mounted" },
         opts.backing.display(),
         opts.mountpoint.display(),
         opts.max_size,
