@@ -35,6 +35,15 @@ fn main() {
     if argv.first().is_some_and(|a| watchdog::invoked_as_watchdog(a)) {
         watchdog::main(&argv);
     }
+    if argv.get(1).is_some_and(|a| a == "--take-over") {
+        match argv.get(2).and_then(|n| n.to_str()) {
+            Some(name) => daemon::takeover::main(name),
+            None => {
+                eprintln!("boundfs: error: --take-over needs a socket name (started by boundfs upgrade)");
+                exit(Exit::BadInput.code());
+            }
+        }
+    }
     if let Some(cmd) = ctl::subcommand(&argv) {
         exit(run_ctl(cmd, &argv[1..]));
     }
@@ -134,6 +143,7 @@ fn main() {
     };
     logging::init(sink);
     notify.report();
+    daemon::upgrade::set_argv(argv);
     let r = daemon::run(&opts, &notify, listener, || {
         if let Some(p) = ready.take() {
             p.ready();
@@ -156,6 +166,7 @@ fn main() {
 fn run_ctl(cmd: &str, argv: &[OsString]) -> i32 {
     let parsed = match cmd {
         "status" => ctl::StatusArgs::try_parse_from(argv).map(|a| ctl::status(&a)),
+        "upgrade" => daemon::upgrade_cmd::UpgradeArgs::try_parse_from(argv).map(|a| daemon::upgrade_cmd::upgrade(&a)),
         _ => ctl::SetArgs::try_parse_from(argv).map(|a| ctl::set(&a)),
     };
     match parsed {

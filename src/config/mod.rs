@@ -451,12 +451,17 @@ fn not_writable(what: &str, path: &Path) -> String {
     }
 }
 
+/// Set by a process taking over a live mount (`boundfs upgrade`): its
+/// mountpoint is the boundfs mount it takes over, not one in the way.
+pub static TAKING_OVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Checks BACKING and MOUNTPOINT and returns them canonical. Errors: missing,
 /// not a directory, BACKING not writable, one equal to or inside the other.
 pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf), ConfigError> {
     let b = dir(backing, "backing directory")?;
     let m = dir(mountpoint, "mountpoint")?;
-    if let Some(source) = boundfs_mounted_at(&m) {
+    let taking_over = TAKING_OVER.load(std::sync::atomic::Ordering::Relaxed);
+    if let Some(source) = boundfs_mounted_at(&m).filter(|_| !taking_over) {
         // statfs always reaches the daemon: ENOTCONN means it died.
         let cm = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(m.as_os_str()))
             .or_else(|_| err("mountpoint: path contains a NUL byte"))?;

@@ -56,7 +56,7 @@ fn fail<T>(code: i32, msg: impl Into<String>) -> Result<T, CtlError> {
 }
 
 /// The subcommands.
-const COMMANDS: [&str; 2] = ["status", "set"];
+const COMMANDS: [&str; 3] = ["status", "set", "upgrade"];
 
 /// Whether argv names a subcommand (`boundfs status …`, `boundfs set …`).
 /// A backing directory called `status` or `set` is given as `./status`.
@@ -95,7 +95,7 @@ pub fn unknown_subcommand(argv: &[OsString]) -> Option<String> {
         None => String::new(),
     };
     Some(format!(
-        "unknown command '{word}'; {hint}commands: status, set (boundfs --help); to mount a backing directory \
+        "unknown command '{word}'; {hint}commands: status, set, upgrade (boundfs --help); to mount a backing directory \
          named {word}, give it as a path: boundfs ./{word} MOUNTPOINT -o max_size=SIZE"
     ))
 }
@@ -308,7 +308,7 @@ fn getxattr(mnt: &Path, name: &str) -> Result<Vec<u8>, CtlError> {
     fail(1, format!("{}: the status kept changing size; try again", mnt.display()))
 }
 
-fn setxattr(mnt: &Path, name: &str, value: &[u8]) -> Result<(), CtlError> {
+pub(crate) fn setxattr(mnt: &Path, name: &str, value: &[u8]) -> Result<(), CtlError> {
     let (p, n) = (cpath(mnt)?, CString::new(name).unwrap_or_default());
     // SAFETY: NUL-terminated path and name; the pointer and length describe `value`.
     if unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) } != 0 {

@@ -10,7 +10,9 @@
 //! or HEAD 405.
 
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tiny_http::{Header, Method, Response, Server};
 
@@ -36,25 +38,52 @@ impl Listener {
         Ok(Listener { socket })
     }
 
+    /// A second fd of the bound socket, kept by the daemon to hand the port
+    /// to the next process on `boundfs upgrade` (or to serve it again after
+    /// a failed one) without closing it: scrapers see no refused
+    /// connection. Errors: the dup failed (EMFILE).
+    pub fn dup(&self) -> Result<OwnedFd, String> {
+        self.socket.as_fd().try_clone_to_owned().map_err(|e| format!("metrics_listen: dup of the socket: {e}"))
+    }
+
+    /// The listener on a socket fd another boundfs process bound and
+    /// handed over ([`Listener::dup`]).
+    pub fn from_fd(fd: OwnedFd) -> Listener {
+        Listener { socket: std::net::TcpListener::from(fd) }
+    }
+
     /// Serves the metrics of `core` (samples labelled with `mountpoint`) on
     /// a thread of its own until [`Serving::stop`]. Errors: tiny_http or
     /// the thread could not be started.
     pub fn serve(self, core: Arc<Core>, mountpoint: String) -> Result<Serving, String> {
         let server = Arc::new(Server::from_listener(self.socket, None).map_err(|e| e.to_string())?);
         let serving = server.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
         let thread = std::thread::Builder::new().name("metrics-http".into()).spawn(move || {
-            // recv fails once unblocked (stop), or for one connection's error
-            while let Ok(request) = serving.recv() {
+            loop {
+                match serving.recv() {
+                    Ok(request) => answer(&core, &mountpoint, request),
+                    // unblocked by stop, or one connection's error (serve on)
+                    Err(_) if !stopping.load(Ordering::Acquire) => continue,
+                    Err(_) => break,
+                }
+            }
+            // Scrapes already read are answered, not dropped (tiny_http
+            // answers a dropped request 500): on `boundfs upgrade` the
+            // socket lives on in the next process, so nothing is refused.
+            while let Ok(Some(request)) = serving.try_recv() {
                 answer(&core, &mountpoint, request);
             }
         });
-        Ok(Serving { server, thread: thread.map_err(|e| e.to_string())? })
+        Ok(Serving { server, stop, thread: thread.map_err(|e| e.to_string())? })
     }
 }
 
 /// The serving thread ([`Listener::serve`]).
 pub struct Serving {
     server: Arc<Server>,
+    stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<()>,
 }
 
@@ -62,6 +91,7 @@ impl Serving {
     /// Stops serving and waits for the thread (a scrape in progress is
     /// answered first); the port is closed when the last handle drops.
     pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
         self.server.unblock();
         let _ = self.thread.join();
     }

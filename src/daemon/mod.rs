@@ -11,12 +11,17 @@
 pub mod cli;
 pub mod ctl;
 pub mod daemonize;
+mod handoff;
 pub mod metrics;
 pub mod metrics_http;
 pub mod mount_error;
 pub mod mount_helper;
+pub mod resume;
 pub mod sdnotify;
+pub mod takeover;
 pub mod threads;
+pub mod upgrade;
+pub mod upgrade_cmd;
 pub mod watchdog;
 
 #[cfg(test)]
@@ -26,19 +31,25 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
 
-use fuser::{Config, MountOption, SessionACL};
+use fuser::MountOption;
 
 use crate::config::{AtimeMode, Options, Passthrough};
 use crate::fs::{self, Core};
 use crate::fuse::BoundFs;
+use crate::fuse::gated::Gated;
 use crate::stats::{Op, Stats};
 use crate::sys;
+pub use resume::Resume;
 use sdnotify::Notify;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 
 enum Event {
     Signal(i32),
-    Unmounted(std::io::Result<()>),
+    /// The session numbered so ended.
+    Unmounted(u64, std::io::Result<()>),
+    /// `user.boundfs.upgrade` was set: hand over to the process listening
+    /// on this abstract socket name (`upgrade`).
+    Upgrade(String),
 }
 
 /// Mounts and serves until unmounted, in named steps: open the core over
@@ -56,6 +67,22 @@ pub fn run(
     listener: Option<metrics_http::Listener>,
     on_ready: impl FnOnce(),
 ) -> Result<(), String> {
+    run_from(opts, notify, listener, on_ready, None)
+}
+
+/// [`run`], but with `resume` on a live connection another process
+/// initialised instead of mounting (see [`resume::resume`]): the core is
+/// opened as at start-up (the ledger re-counts BACKING), the handed tables
+/// adopted, the session built on the connection, the requests the previous
+/// daemon left unanswered resent, then it serves as [`run`] does. Errors:
+/// as [`run`], and [`resume::resume`]'s.
+pub fn run_from(
+    opts: &Options,
+    notify: &Notify,
+    listener: Option<metrics_http::Listener>,
+    on_ready: impl FnOnce(),
+    resume: Option<Resume>,
+) -> Result<(), String> {
     prepare_process();
     let core = Arc::new(open_core(opts)?);
     core.stats().latency.set_enabled(opts.latency_histograms);
@@ -64,13 +91,27 @@ pub fn run(
     // in background jobs of non-interactive shells).
     let signals =
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1]).map_err(|e| format!("signal setup: {e}"))?;
-    let mut session = mount(opts, &core)?;
-    let mut unmounter = session.unmount_callable();
-    let serving = Serving::start(session, signals)?;
-    let threads = threads::Threads::start(opts, notify, &core, listener)?;
+    let fs = BoundFs::new(core.clone(), opts.attr_timeout, passthrough_with_atime(opts, core.root().fd()));
+    let mut started = match resume {
+        None => mount(opts, &core, fs)?,
+        Some(r) => resume::resume(opts, &core, fs, r)?,
+    };
+    let mut unmounter = started.session.unmount_callable();
+    let serving = Serving::start(started.session, signals)?;
+    serving.take_upgrade_requests();
+    let metrics_fd = listener.as_ref().map(metrics_http::Listener::dup).transpose()?;
+    let threads = threads::Threads::start(opts, notify, &core, listener, true)?;
+    let mut live = handoff::Live {
+        threads: Some(threads),
+        gate: started.gate,
+        negotiated: started.negotiated,
+        fuse: started.fuse,
+        metrics_fd,
+    };
     core.maybe_wake_evictor();
     log::info!(
-        "mounted {} at {} (max_size {} bytes, watermarks {}/{}, {} threads{})",
+        "{} {} at {} (max_size {} bytes, watermarks {}/{}, {} threads{})",
+        if resume::resumed() { "serving (taken over)" } else { "mounted" },
         opts.backing.display(),
         opts.mountpoint.display(),
         opts.max_size,
@@ -84,8 +125,10 @@ pub fn run(
     }
     on_ready();
     notify.send(&format!("READY=1\nSTATUS=serving {} at {}", opts.backing.display(), opts.mountpoint.display()));
-    let result = serving.wait(opts, notify, &core, &mut unmounter);
-    threads.stop(&core);
+    let result = serving.wait(opts, notify, &core, &mut unmounter, &mut live);
+    if let Some(t) = live.threads.take() {
+        t.stop(&core);
+    }
     log::info!(
         "unmounted {}; {} stamps written; final status {}",
         opts.mountpoint.display(),
@@ -137,12 +180,11 @@ fn test_clock_skew(core: &Core) {
 /// reads fuse.boundfs in /proc/mounts as mount(8) and fstab expect; else
 /// through fusermount3. The core's invalidations go to the new session.
 /// Errors: the kernel's refusal, worded by `mount_error`.
-fn mount(opts: &Options, core: &Arc<Core>) -> Result<fuser::Session<BoundFs>, String> {
-    let mut cfg = Config::default();
-    cfg.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
-    cfg.n_threads = Some(opts.threads);
-    cfg.clone_fd = true;
-    let fs = BoundFs::new(core.clone(), opts.attr_timeout, passthrough_with_atime(opts, core.root().fd()));
+fn mount(opts: &Options, core: &Arc<Core>, fs: BoundFs) -> Result<resume::Started, String> {
+    let mut cfg = resume::session_config(opts);
+    let negotiated = fs.negotiated.clone();
+    let gate = Arc::new(crate::fuse::handover::Gate::default());
+    let fs = Gated { inner: fs, gate: gate.clone() };
     let session = if sys::euid() == 0 {
         let fd = mount_kernel(opts)?;
         fuser::Session::from_fd(fs, fd, cfg.acl, cfg)
@@ -161,13 +203,19 @@ fn mount(opts: &Options, core: &Arc<Core>) -> Result<fuser::Session<BoundFs>, St
     }
     .map_err(|e| mount_error::user(opts, &e))?;
     core.invalidator().set_notifier(session.notifier());
-    Ok(session)
+    let fuse = std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(&session));
+    Ok(resume::Started { session, gate, negotiated, fuse })
 }
 
 /// The FUSE session and the signal handler, each on its own thread, both
 /// reporting to one channel.
 struct Serving {
     events: mpsc::Receiver<Event>,
+    /// Where the session thread and the upgrade hook report.
+    tx: mpsc::Sender<Event>,
+    /// The running session's number (a hand-over that fails after the
+    /// readers stopped starts another on the same connection).
+    generation: u64,
     session: thread::JoinHandle<()>,
     signals: signal_hook::iterator::Handle,
     signal_thread: thread::JoinHandle<()>,
@@ -176,16 +224,13 @@ struct Serving {
 impl Serving {
     /// Starts serving `session` and forwarding `signals`. Errors: a thread
     /// could not be started.
-    fn start(session: fuser::Session<BoundFs>, mut signals: signal_hook::iterator::Signals) -> Result<Serving, String> {
+    fn start(
+        session: fuser::Session<Gated<BoundFs>>,
+        mut signals: signal_hook::iterator::Signals,
+    ) -> Result<Serving, String> {
         let (tx, events) = mpsc::channel();
-        let served = tx.clone();
-        let session = thread::Builder::new()
-            .name("fuse-session".into())
-            .spawn(move || {
-                let _ = served.send(Event::Unmounted(session.run()));
-            })
-            .map_err(|e| e.to_string())?;
-        let handle = signals.handle();
+        let session = Self::spawn_session(session, tx.clone(), 0)?;
+        let (handle, tx_out) = (signals.handle(), tx.clone());
         let signal_thread = thread::spawn(move || {
             for s in signals.forever() {
                 if tx.send(Event::Signal(s)).is_err() {
@@ -193,7 +238,41 @@ impl Serving {
                 }
             }
         });
-        Ok(Serving { events, session, signals: handle, signal_thread })
+        Ok(Serving { events, tx: tx_out, generation: 0, session, signals: handle, signal_thread })
+    }
+
+    /// Runs `session` on its own thread, reporting its end as `generation`.
+    fn spawn_session(
+        session: fuser::Session<Gated<BoundFs>>,
+        tx: mpsc::Sender<Event>,
+        generation: u64,
+    ) -> Result<thread::JoinHandle<()>, String> {
+        thread::Builder::new()
+            .name("fuse-session".into())
+            .spawn(move || {
+                let _ = tx.send(Event::Unmounted(generation, session.run()));
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    /// Serves `session` instead of the one whose readers were stopped.
+    /// Errors: its thread could not be started.
+    fn restart(&mut self, session: fuser::Session<Gated<BoundFs>>) -> Result<(), String> {
+        self.generation += 1;
+        self.session = Self::spawn_session(session, self.tx.clone(), self.generation)?;
+        Ok(())
+    }
+
+    /// Routes `user.boundfs.upgrade` (see `fs::control`) to this loop (root
+    /// daemons only: the hook is never set otherwise, ENOTSUP).
+    fn take_upgrade_requests(&self) {
+        if sys::euid() != 0 {
+            // fuser unmounts a fusermount3 mount when the session's loop
+            // ends: the readers' stop would take the mount away.
+            return;
+        }
+        let tx = parking_lot::Mutex::new(self.tx.clone());
+        crate::fs::set_upgrade_hook(Box::new(move |name| tx.lock().send(Event::Upgrade(name)).is_ok()));
     }
 
     /// Serves until the mount is gone: SIGUSR1 logs the status, a first
@@ -206,12 +285,14 @@ impl Serving {
         self,
         opts: &Options,
         notify: &Notify,
-        core: &Core,
+        core: &Arc<Core>,
         unmounter: &mut fuser::SessionUnmounter,
+        live: &mut handoff::Live,
     ) -> std::io::Result<()> {
         let mut stopping = false;
+        let mut this = self;
         let result = loop {
-            match self.events.recv() {
+            match this.events.recv() {
                 Ok(Event::Signal(SIGUSR1)) => log::info!("status {}", core.stats_json()),
                 Ok(Event::Signal(s)) if !stopping => {
                     stopping = true;
@@ -223,16 +304,23 @@ impl Serving {
                     log::warn!("second signal {s}: exiting now without waiting for the unmount or pending stamps");
                     std::process::exit(1);
                 }
-                Ok(Event::Unmounted(r)) => break r,
+                Ok(Event::Unmounted(g, r)) if g == this.generation => break r,
+                Ok(Event::Unmounted(..)) => {}
+                Ok(Event::Upgrade(name)) if !stopping => {
+                    if let Err(e) = handoff::hand_over(&mut this, live, opts, notify, core, &name) {
+                        log::error!("upgrade: {e}; this daemon (pid {}) goes on serving", std::process::id());
+                    }
+                }
+                Ok(Event::Upgrade(_)) => log::warn!("upgrade asked while unmounting: refused"),
                 Err(_) => break Ok(()),
             }
         };
         if !stopping {
             notify.send("STOPPING=1");
         }
-        let _ = self.session.join();
-        self.signals.close();
-        let _ = self.signal_thread.join();
+        let _ = this.session.join();
+        this.signals.close();
+        let _ = this.signal_thread.join();
         match result {
             Err(e)
                 if e.raw_os_error() == Some(libc::ECONNABORTED) && core.stats().requests.received(Op::Destroy) > 0 =>
@@ -338,6 +426,15 @@ fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, String> {
 
 /// Unmounts; when busy, detaches lazily (the mount goes once no longer used).
 fn unmount(opts: &Options, unmounter: &mut fuser::SessionUnmounter) {
+    if sys::euid() != 0 && resume::resumed() {
+        // A session on a handed-over connection has no fusermount3 mount of
+        // its own to undo: ask fusermount3 by the mountpoint.
+        match std::process::Command::new("fusermount3").arg("-u").arg(&opts.mountpoint).status() {
+            Ok(s) if s.success() => {}
+            r => log::warn!("fusermount3 -u {} failed: {r:?}", opts.mountpoint.display()),
+        }
+        return;
+    }
     if sys::euid() != 0 {
         if let Err(e) = unmounter.unmount() {
             log::warn!("unmount of {} failed: {e}", opts.mountpoint.display());

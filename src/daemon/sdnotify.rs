@@ -39,6 +39,16 @@ impl Notify {
         }
     }
 
+    /// The `$NOTIFY_SOCKET` value this process notifies (`/path` or
+    /// `@name`), for a process taking over the mount (`super::upgrade`).
+    pub fn socket_name(&self) -> Option<String> {
+        let a = self.addr.as_ref()?;
+        if let Some(p) = a.as_pathname() {
+            return Some(p.display().to_string());
+        }
+        a.as_abstract_name().map(|n| format!("@{}", String::from_utf8_lossy(n)))
+    }
+
     /// Whether a service manager is waiting for our notifications.
     pub fn enabled(&self) -> bool {
         self.addr.is_some()

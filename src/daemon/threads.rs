@@ -27,7 +27,8 @@ pub struct Threads {
 impl Threads {
     /// Starts them over `core` as `opts` say (`notify`: where the watchdog
     /// logs when no log file is given; `listener`: the `metrics_listen`
-    /// port, bound before the mount). Errors: BACKING cannot be reopened
+    /// port, bound before the mount; `index`: run the start-up index, not
+    /// when they are started again after a failed hand-over). Errors: BACKING cannot be reopened
     /// for the indexer or the stamp writer, or the metrics writer or server
     /// cannot start (a worker that fails to start is logged when joined).
     pub fn start(
@@ -35,12 +36,13 @@ impl Threads {
         notify: &Notify,
         core: &Arc<Core>,
         listener: Option<metrics_http::Listener>,
+        index: bool,
     ) -> Result<Threads, String> {
         let stamp_root = sys::reopen(core.root().fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
         let index_root = sys::reopen(core.root().fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let mut workers = Vec::new();
-        {
+        if index {
             let (c, s) = (core.clone(), stop.clone());
             let backing = opts.backing.clone();
             workers.push(thread::Builder::new().name("indexer".into()).spawn(move || {

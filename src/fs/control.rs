@@ -7,6 +7,12 @@
 //!   fractions; when usage is now above the high watermark the evictor is
 //!   woken at once. Only root and the user the daemon runs as may write it.
 //!
+//! - `user.boundfs.upgrade` (write): hand the mount over to a new boundfs
+//!   process listening on the abstract socket named by the value (`boundfs
+//!   upgrade`, `daemon::upgrade`); root and the daemon's user only. The
+//!   SETXATTR is answered first; the hand-over runs on the daemon's main
+//!   thread.
+//!
 //! These names exist on the root only and are not listed by listxattr there:
 //! tools that copy xattrs (`cp -a`, `rsync -X`, `tar --xattrs`) must not
 //! carry a budget from one mount to another.
@@ -24,6 +30,19 @@ use crate::status::Status;
 pub const STATS_XATTR: &str = "user.boundfs.stats";
 /// Name of the budget xattr on the mount's root.
 pub const MAX_SIZE_XATTR: &str = "user.boundfs.max_size";
+/// Name of the upgrade xattr on the mount's root (write only).
+pub const UPGRADE_XATTR: &str = "user.boundfs.upgrade";
+
+/// What a write of [`UPGRADE_XATTR`] calls: the daemon's hand-over request
+/// (false: the daemon no longer takes them).
+type UpgradeHook = Box<dyn Fn(String) -> bool + Send + Sync>;
+static UPGRADE_HOOK: std::sync::OnceLock<UpgradeHook> = std::sync::OnceLock::new();
+
+/// Sets where [`UPGRADE_XATTR`] writes go (once per process: the daemon).
+pub fn set_upgrade_hook(hook: UpgradeHook) {
+    let _ = UPGRADE_HOOK.set(hook);
+}
+
 /// Prefix reserved for boundfs on the mount's root.
 pub const XATTR_PREFIX: &str = "user.boundfs.";
 
@@ -134,17 +153,27 @@ impl Core {
 
     /// SETXATTR of a `user.boundfs.*` name on the root by `uid`. Errors: EPERM
     /// for a user other than root and the daemon's own, and for names other
-    /// than `user.boundfs.max_size`; EINVAL for a value that is not a size.
+    /// than `user.boundfs.max_size` and `user.boundfs.upgrade`; EINVAL for a
+    /// value that is not a size (or a socket name); ENOTSUP when this
+    /// process takes no upgrade requests (no daemon).
     pub(super) fn control_set(&self, name: &OsStr, value: &[u8], uid: u32) -> OpResult<()> {
-        if name != MAX_SIZE_XATTR {
+        if name != MAX_SIZE_XATTR && name != UPGRADE_XATTR {
             return Err(Errno::EPERM);
         }
         if uid != 0 && uid != self.euid {
-            crate::warn_limited!("uid {uid} may not change max_size (only root and uid {} may)", self.euid);
+            crate::warn_limited!("uid {uid} may not set {name:?} (only root and uid {} may)", self.euid);
             return Err(Errno::EPERM);
         }
         let text = String::from_utf8_lossy(value);
         let text = text.trim_matches(|c: char| c.is_whitespace() || c == '\0');
+        if name == UPGRADE_XATTR {
+            if text.is_empty() || text.len() > 100 {
+                return Err(Errno::EINVAL);
+            }
+            log::info!("upgrade asked by uid {uid}: handing over to the process at @{text}");
+            let sent = UPGRADE_HOOK.get().is_some_and(|h| h(text.to_string()));
+            return if sent { Ok(()) } else { Err(Errno::ENOTSUP) };
+        }
         match config::parse_max_size(text) {
             Ok(n) => {
                 self.set_max_size(n);

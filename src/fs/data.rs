@@ -76,6 +76,12 @@ pub struct DirStream {
 }
 
 impl DirStream {
+    /// A stream over `fd` handed over by a previous daemon: its position is
+    /// unknown, so the next READDIR seeks to the kernel's offset.
+    pub(super) fn handed(fd: OwnedFd) -> Self {
+        DirStream { fd, pending: sys::DirBuf::new(), next_off: -1 }
+    }
+
     /// The backing directory's fd.
     pub(super) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()

@@ -55,6 +55,21 @@ impl Handle {
         }
     }
 
+    /// Its counted I/O mode, the budget bytes it holds and whether it
+    /// learns sizes (for a hand-over, `super::handed`).
+    pub fn parts(&self) -> (Option<Mode>, u64, bool) {
+        (*self.mode.lock(), self.held.load(Ordering::Relaxed), self.learns.load(Ordering::Relaxed))
+    }
+
+    /// A handle a previous daemon opened (a hand-over), with its
+    /// [`Handle::parts`].
+    pub fn handed(h: Handle, mode: Option<Mode>, held: u64, learns: bool) -> Self {
+        *h.mode.lock() = mode;
+        h.held.store(held, Ordering::Relaxed);
+        h.learns.store(learns, Ordering::Relaxed);
+        h
+    }
+
     /// The handle with `direct` as its O_DIRECT twin.
     pub fn with_direct(mut self, direct: Option<OwnedFd>) -> Self {
         self.direct = direct;
@@ -237,6 +252,7 @@ impl Core {
             self.accounts.know_mtimes(&[key], bound);
         }
         let backing = mode.and_then(|m| self.io.release(ino, m));
+        self.close_orphans();
         if self.accounts.released(key) {
             self.wake_evictor();
         }

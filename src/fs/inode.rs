@@ -70,6 +70,22 @@ impl Inode {
     }
 }
 
+/// One inode as [`InodeTable::export`] gives it.
+pub struct ExportedInode {
+    /// FUSE node id.
+    pub ino: u64,
+    /// Backing identity.
+    pub key: FileKey,
+    /// `st_mode & S_IFMT`.
+    pub fmt: u32,
+    /// The kernel's lookup count.
+    pub nlookup: u64,
+    /// The inode with its `O_PATH` fd, while hot.
+    pub hot: Option<Arc<Inode>>,
+    /// Its file handle (`name_to_handle_at`), if one was made.
+    pub handle: Option<Box<[u8]>>,
+}
+
 struct Slot {
     nlookup: u64,
     key: FileKey,
@@ -329,6 +345,55 @@ impl InodeTable {
         drop(m);
         drop((old, cooled));
         Some(i)
+    }
+
+    /// Every inode the kernel holds but the root, for a hand-over: number,
+    /// key, format, lookup count, the fd while hot, the file handle if made.
+    pub fn export(&self) -> Vec<ExportedInode> {
+        let m = self.maps.read();
+        m.by_ino
+            .iter()
+            .filter(|(ino, _)| **ino != ROOT_INO)
+            .map(|(ino, s)| ExportedInode {
+                ino: *ino,
+                key: s.key,
+                fmt: s.fmt,
+                nlookup: s.nlookup,
+                hot: s.hot.clone(),
+                handle: s.handle.clone(),
+            })
+            .collect()
+    }
+
+    /// Takes in an inode a previous daemon gave the kernel (a hand-over):
+    /// `ino` with `nlookup` references, reached through `fd` or, when cold,
+    /// `handle`. Returns false (nothing taken) when neither is given or
+    /// `ino` is the root.
+    pub fn adopt(
+        &self,
+        ino: u64,
+        key: FileKey,
+        fmt: u32,
+        nlookup: u64,
+        fd: Option<OwnedFd>,
+        handle: Option<Box<[u8]>>,
+    ) -> bool {
+        if ino == ROOT_INO || (fd.is_none() && (handle.is_none() || !self.handles)) {
+            return false;
+        }
+        let coolable = self.handles && key.dev == self.root.key.dev;
+        let mut m = self.maps.write();
+        if ino >= SYNTHETIC_BASE && ino >= m.next_synthetic {
+            m.next_synthetic = ino + 1;
+        }
+        let hot = fd.map(|fd| Arc::new(Inode { ino, key, fmt, fd, used: AtomicBool::new(true) }));
+        let counted = hot.is_some() && coolable;
+        m.by_key.insert(key, ino);
+        m.by_ino.insert(ino, Slot { nlookup, key, fmt, coolable, handle, hot });
+        let cooled = if counted { Self::warmed(&mut m, ino, self.fd_cap) } else { Vec::new() };
+        drop(m);
+        drop(cooled);
+        true
     }
 
     /// Number of inodes the kernel holds (root included).

@@ -14,6 +14,7 @@ pub mod accounts;
 pub mod clock;
 pub mod dirlock;
 mod evict;
+pub mod handed;
 pub mod handles;
 pub mod inode;
 pub mod passthrough;
@@ -69,7 +70,7 @@ pub use config::Config;
 #[cfg(test)]
 pub(crate) use config::Started;
 pub use context::Target;
-pub use control::{MAX_SIZE_XATTR, STATS_XATTR};
+pub use control::{MAX_SIZE_XATTR, STATS_XATTR, UPGRADE_XATTR, set_upgrade_hook};
 pub use data::{DirStream, SetAttr, backing_flags, write_growth};
 pub use evict::INVAL_WAIT;
 pub(crate) use evict::Kept;

@@ -85,6 +85,12 @@ struct InodeIo<B> {
 #[derive(Default)]
 struct State<B> {
     inodes: HashMap<u64, InodeIo<B>>,
+    /// Raw backing ids a previous daemon registered on this connection
+    /// (an upgrade, `super::handed`), by inode, until an open adopts one.
+    handed: HashMap<u64, u32>,
+    /// Handed ids whose inode's passthrough opens all went before any open
+    /// here adopted them: to close (`Core::release`).
+    orphans: Vec<u32>,
 }
 
 /// Per-inode I/O modes of open handles. `B` is the backing id type
@@ -116,7 +122,7 @@ impl<B> IoModes<B> {
             pass_writers: AtomicBool::new(false),
             learned: Default::default(),
             learned_at: AtomicU64::new(0),
-            state: Mutex::new(State { inodes: HashMap::new() }),
+            state: Mutex::new(State { inodes: HashMap::new(), handed: HashMap::new(), orphans: Vec::new() }),
         }
     }
 
@@ -275,6 +281,54 @@ impl<B> IoModes<B> {
         Self::uncount(&mut self.state.lock(), ino, mode)
     }
 
+    /// Counts a handle handed over by a previous daemon (an upgrade) in
+    /// `mode`; `raw`: the backing id its passthrough opens of `ino` carry,
+    /// which the next passthrough open of `ino` here must reuse
+    /// ([`IoModes::take_handed`]: the kernel refuses a second backing file
+    /// on one inode with EBUSY).
+    pub fn adopt(&self, ino: u64, mode: Mode, raw: Option<u32>) {
+        let mut s = self.state.lock();
+        if let Some(raw) = raw {
+            s.handed.insert(ino, raw);
+        }
+        let io = s.inodes.entry(ino).or_insert(InodeIo { backing: None, passthrough: 0, cached: 0 });
+        match mode {
+            Mode::Passthrough => io.passthrough += 1,
+            Mode::Cached => io.cached += 1,
+            Mode::Direct => {}
+        }
+    }
+
+    /// The handed-over raw backing id of `ino` to wrap for an open that
+    /// needs one (then owned by the wrapper), if no id is installed yet.
+    pub fn take_handed(&self, ino: u64) -> Option<u32> {
+        let mut s = self.state.lock();
+        if s.inodes.get(&ino).is_some_and(|io| io.backing.is_some()) {
+            return None;
+        }
+        s.handed.remove(&ino)
+    }
+
+    /// Handed ids no open holds any more, to close (see `State::orphans`).
+    pub fn take_orphans(&self) -> Vec<u32> {
+        std::mem::take(&mut self.state.lock().orphans)
+    }
+
+    /// Gives back raw ids [`IoModes::take_all_backing`] took (a hand-over
+    /// that failed): the next passthrough open of each inode adopts its id.
+    pub fn restore_handed(&self, ids: &[(u64, u32)]) {
+        self.state.lock().handed.extend(ids.iter().copied());
+    }
+
+    /// The installed backing ids by inode (and handed ids not yet adopted,
+    /// as `Err`), taken out for a hand-over: the process exits after it.
+    pub fn take_all_backing(&self) -> Vec<(u64, Result<Arc<B>, u32>)> {
+        let mut s = self.state.lock();
+        let mut out: Vec<_> = s.handed.drain().map(|(ino, raw)| (ino, Err(raw))).collect();
+        out.extend(s.inodes.iter_mut().filter_map(|(ino, io)| Some((*ino, Ok(io.backing.take()?)))));
+        out
+    }
+
     fn uncount(s: &mut State<B>, ino: u64, mode: Mode) -> Option<Arc<B>> {
         let io = s.inodes.get_mut(&ino)?;
         match mode {
@@ -282,8 +336,12 @@ impl<B> IoModes<B> {
             Mode::Cached => io.cached = io.cached.saturating_sub(1),
             Mode::Direct => {}
         }
-        let backing = if io.passthrough == 0 { io.backing.take() } else { None };
-        if io.passthrough == 0 && io.cached == 0 {
+        let (backing, gone) = if io.passthrough == 0 { (io.backing.take(), io.cached == 0) } else { (None, false) };
+        if io.passthrough == 0 && io.backing.is_none() {
+            // Its last handed-over passthrough open went: close the id.
+            s.orphans.extend(s.handed.remove(&ino));
+        }
+        if gone {
             s.inodes.remove(&ino);
         }
         backing

@@ -18,7 +18,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use fuser::{Config, Filesystem, InitFlags, KernelConfig, Session};
@@ -32,7 +32,7 @@ const INIT_LEN: usize = 40 + 64;
 
 /// What the connection's INIT settled, which the next process must be told
 /// (the kernel sends INIT once per mount).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Negotiated {
     /// The flags both sides have (kernel offer ∩ what was asked).
     pub flags: u64,
@@ -48,6 +48,20 @@ impl Negotiated {
         let fusers = InitFlags::FUSE_ASYNC_READ | InitFlags::FUSE_BIG_WRITES | InitFlags::FUSE_MAX_PAGES;
         Negotiated { flags: (config.capabilities() & (asked | fusers)).bits(), minor: config.kernel_abi().1 }
     }
+}
+
+/// The capabilities `BoundFs::init` asks for (`passthrough`: it asked for
+/// FUSE_PASSTHROUGH too), for [`Negotiated::of`].
+pub fn asked(passthrough: bool) -> InitFlags {
+    let mut f = InitFlags::FUSE_DONT_MASK
+        | InitFlags::FUSE_POSIX_ACL
+        | InitFlags::FUSE_PARALLEL_DIROPS
+        | InitFlags::FUSE_ASYNC_DIO
+        | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+    if passthrough {
+        f |= InitFlags::FUSE_PASSTHROUGH;
+    }
+    f
 }
 
 /// A FUSE_INIT request offering exactly `n`: `fuse_in_header` then
@@ -67,6 +81,11 @@ pub fn synthetic_init(n: &Negotiated) -> Vec<u8> {
     b.extend_from_slice(&((flags >> 32) as u32).to_ne_bytes());
     b.extend_from_slice(&[0; 44]); // unused
     b
+}
+
+/// Unix time now, ns.
+pub fn unix_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn last_error<T>(what: &str) -> std::io::Result<T> {
@@ -286,6 +305,8 @@ pub struct Gate {
     closed: AtomicBool,
     inflight: AtomicUsize,
     left: AtomicUsize,
+    /// Unix time (ns) the first request entered, 0 before.
+    first_ns: AtomicU64,
 }
 
 /// A request in flight; leaving drops it.
@@ -301,6 +322,9 @@ impl Drop for InFlight<'_> {
 impl Gate {
     /// A request starts (None: the gate is closed; leave it unanswered).
     pub fn enter(&self) -> Option<InFlight<'_>> {
+        if self.first_ns.load(Relaxed) == 0 {
+            self.first_ns.store(unix_ns(), Relaxed);
+        }
         self.inflight.fetch_add(1, SeqCst);
         if self.closed.load(SeqCst) {
             self.inflight.fetch_sub(1, SeqCst);
@@ -316,6 +340,18 @@ impl Gate {
         while self.inflight.load(SeqCst) != 0 {
             std::thread::sleep(Duration::from_micros(100));
         }
+    }
+
+    /// Opens the gate again (a hand-over that failed before the readers
+    /// stopped: the requests left since it closed are still unanswered and
+    /// are never answered by this process; see `daemon::upgrade`).
+    pub fn reopen(&self) {
+        self.closed.store(false, SeqCst);
+    }
+
+    /// Unix time (ns) the first request entered the gate; 0: none yet.
+    pub fn first_ns(&self) -> u64 {
+        self.first_ns.load(Relaxed)
     }
 
     /// Requests left unanswered since the gate closed.

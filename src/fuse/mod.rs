@@ -20,6 +20,7 @@ use crate::fs::passthrough::Plan;
 use crate::fs::{Caller, Core, Opened, SetAttr, Target, Xattr};
 use crate::stats::Op;
 
+mod backing;
 mod errors;
 pub mod gated;
 pub mod handover;
@@ -44,6 +45,8 @@ pub struct BoundFs {
     /// of one still reaches the daemon (as GETATTR) and counts as a use, as
     /// its LOOKUP would have on a cold mount.
     warmed: parking_lot::Mutex<std::collections::HashSet<u64>>,
+    /// What INIT settled, recorded there for a hand-over (`daemon::upgrade`).
+    pub negotiated: Arc<std::sync::OnceLock<handover::Negotiated>>,
 }
 
 impl BoundFs {
@@ -54,7 +57,14 @@ impl BoundFs {
     pub fn new(core: Arc<Core>, ttl: Duration, passthrough: Passthrough) -> Self {
         core.enable_passthrough(passthrough != Passthrough::Off);
         core.allow_pass_writers(passthrough == Passthrough::Auto);
-        BoundFs { core, ttl, dont_mask: false, killpriv: false, warmed: Default::default() }
+        BoundFs {
+            core,
+            ttl,
+            dont_mask: false,
+            killpriv: false,
+            warmed: Default::default(),
+            negotiated: Default::default(),
+        }
     }
 
     /// The mode to create an object with under `parent`: the kernel applied
@@ -193,6 +203,7 @@ impl Filesystem for BoundFs {
                 self.core.no_passthrough("the kernel does not offer FUSE_PASSTHROUGH; Linux >= 6.9 is needed");
             }
         }
+        let _ = self.negotiated.set(handover::Negotiated::of(config, handover::asked(self.core.passthrough_enabled())));
         Ok(())
     }
 
@@ -346,7 +357,7 @@ impl Filesystem for BoundFs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _timer = self.begin(Op::Open);
-        let answer = self.core.open(ino, flags.0).and_then(|o| self.answer(o, |fd| reply.open_backing(fd)));
+        let answer = self.core.open(ino, flags.0).and_then(|o| self.answer(o, |fd| self.backing(&reply, ino, fd)));
         match answer {
             Ok((fh, f, Some(id))) => reply.opened_passthrough(FileHandle(fh), f, &id),
             Ok((fh, f, None)) => reply.opened(FileHandle(fh), f),

@@ -1,0 +1,87 @@
+use super::*;
+
+#[test]
+fn state_round_trips_through_json() {
+    let s = HandedState {
+        next_fh: 42,
+        inodes: vec![HandedInode { ino: 7, key: (1, 7), fmt: libc::S_IFREG, nlookup: 3, fd: Some(0), handle: None }],
+        handles: vec![HandedHandle {
+            fh: 41,
+            fd: 1,
+            direct: Some(2),
+            key: (1, 7),
+            ino: 7,
+            mode: Some("passthrough".into()),
+            held: 1 << 20,
+            learns: true,
+        }],
+        dirs: vec![HandedDir { fh: 40, fd: 3 }],
+        backing: vec![(7, 5)],
+    };
+    let text = serde_json::to_vec(&s).unwrap();
+    assert_eq!(serde_json::from_slice::<HandedState>(&text).unwrap(), s);
+}
+
+/// A handed passthrough id is reused by the next open that needs one, and
+/// one that no open adopted is closed once the inode's last handed open goes.
+#[test]
+fn handed_backing_ids_are_adopted_or_closed() {
+    use crate::fs::passthrough::{IoModes, Mode, Plan};
+    let io: IoModes<u32> = IoModes::new(true);
+    io.adopt(7, Mode::Passthrough, Some(5));
+    io.adopt(8, Mode::Passthrough, Some(6));
+    // A new open of inode 7 joins the handed passthrough open and needs an id.
+    assert!(matches!(io.plan(7, true), Plan::NeedBacking { .. }));
+    assert_eq!(io.take_handed(7), Some(5), "the handed id, not a new one");
+    let (id, spare) = io.install(7, 5);
+    assert_eq!((*id, spare), (5, None));
+    assert_eq!(io.take_handed(7), None, "taken once");
+    assert!(io.take_orphans().is_empty());
+    // Inode 8's only open, handed over, is released: its id is to close.
+    assert!(io.release(8, Mode::Passthrough).is_none());
+    assert_eq!(io.take_orphans(), vec![6]);
+    // Inode 7's id now lives in the wrapper: released with the last open.
+    assert!(io.release(7, Mode::Passthrough).is_none());
+    assert_eq!(io.release(7, Mode::Passthrough).map(|b| *b), Some(5));
+    assert!(io.take_orphans().is_empty());
+}
+
+/// A core's inodes, open handle and directory stream, collected and adopted
+/// by a second core over the same BACKING (as a new daemon would): the
+/// kernel's node id, lookup count and file handles work there, the handle
+/// reads the file's bytes, the stream lists the directory, new handles get
+/// numbers above the handed ones, and FORGET of exactly the handed count forgets it.
+#[test]
+fn a_second_core_serves_what_the_first_handed_over() {
+    use crate::testing::{ROOT, core, store};
+    let dir = tempfile::tempdir().unwrap();
+    let old = core(dir.path(), 64 << 20);
+    store(&old, "a.bin", b"hello");
+    let attr = old.lookup(ROOT, std::ffi::OsStr::new("a.bin")).unwrap();
+    old.lookup(ROOT, std::ffi::OsStr::new("a.bin")).unwrap(); // nlookup 3 (CREATE, 2 LOOKUPs)
+    let fh = old.open(attr.ino, libc::O_RDONLY).unwrap().fh;
+    let dh = old.opendir(ROOT).unwrap();
+    let c = old.collect_state(vec![]).unwrap();
+    assert_eq!(c.state.handles.len(), 1);
+    let json = serde_json::to_vec(&c.state).unwrap();
+    let state: HandedState = serde_json::from_slice(&json).unwrap();
+    let new = core(dir.path(), 64 << 20);
+    assert_eq!(new.adopt_state(state, c.fds), 0, "nothing lost");
+    assert_eq!(new.read(fh, 0, 16, libc::O_RDONLY).unwrap(), b"hello", "the handed file handle reads");
+    assert_eq!(new.getattr(attr.ino, None).unwrap().size, 5, "the handed node id resolves");
+    let mut names = Vec::new();
+    new.readdir(dh, 0, |_, _, _, n| {
+        names.push(String::from_utf8_lossy(n).into_owned());
+        false
+    })
+    .unwrap();
+    assert!(names.iter().any(|n| n == "a.bin"), "the handed stream lists: {names:?}");
+    let fh2 = new.open(attr.ino, libc::O_RDONLY).unwrap().fh;
+    assert!(fh2 > fh.max(dh), "new handles above the handed ones ({fh2} vs {fh}, {dh})");
+    new.release(fh);
+    new.release(fh2);
+    new.forget(attr.ino, 2);
+    assert!(new.getattr(attr.ino, None).is_ok(), "one reference left of the 3 handed");
+    new.forget(attr.ino, 1);
+    assert!(new.getattr(attr.ino, None).is_err(), "forgotten after exactly the handed lookup count");
+}
