@@ -164,6 +164,10 @@ impl Core {
     ) -> OpResult<Opened> {
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
         handle.learns.store(candidate && writes, Ordering::Relaxed);
+        if self.inodes.refound(handle.ino) {
+            // A node id the kernel kept across a crash (`recover::NodeFinder::refound`).
+            return self.settle(Opened { fh, handle, plan: Plan::Direct });
+        }
         let pass = room.and_then(|r| Some((self.io.plan_pass_writer(handle.ino)?, r)));
         let plan = match pass {
             Some((plan, r)) => {

@@ -18,6 +18,7 @@ pub mod handed;
 pub mod handles;
 pub mod inode;
 pub mod passthrough;
+pub mod recover;
 pub mod stamps;
 
 mod config;
