@@ -7,9 +7,10 @@
 //!
 //! The exchange, one SOCK_SEQPACKET message each way per daemon:
 //!
-//! - supervisor → daemon: `S` and the connection (first start: the daemon
-//!   answers the kernel's FUSE_INIT), or `R`, the negotiated INIT, the
-//!   connection and the dead daemon's /dev/fuse files (a restart:
+//! - supervisor → daemon: `S`, the connection and the open handle table
+//!   (`fs::held`; first start: the daemon answers the kernel's FUSE_INIT),
+//!   or `R`, the negotiated INIT, the connection, the table and the dead
+//!   daemon's /dev/fuse files (a restart:
 //!   `daemon::resume` builds the session on the live connection, sends
 //!   FUSE_NOTIFY_RESEND before reading anything, then closes them);
 //! - daemon → supervisor, once it serves: `Y`, the negotiated INIT and all
@@ -169,6 +170,11 @@ pub fn daemon_main(opts: &Options, notify: &Notify, sock: OwnedFd) -> Result<(),
         return Err("the supervisor sent no FUSE connection".into());
     }
     let fuse = fds.remove(0);
+    if fds.is_empty() {
+        return Err("the supervisor sent no open handle table".into());
+    }
+    let table = crate::fs::held::OpenTable::map(fds.remove(0)).map_err(|e| format!("open handle table: {e}"))?;
+    crate::fs::held::install(table);
     let resume = if tag == START {
         *CONNECTION.lock().map_err(|_| "poisoned")? = Some(fuse);
         None
@@ -225,8 +231,10 @@ pub fn run(opts: &Options, notify: &Notify, argv: &[OsString], on_ready: impl Fn
     for s in [libc::SIGINT, libc::SIGTERM] {
         signal_hook::flag::register_usize(s, signal.clone(), s as usize).map_err(|e| format!("signal setup: {e}"))?;
     }
+    let table = crate::fs::held::OpenTable::create().map_err(|e| format!("open handle table: {e}"))?;
     let fuse = super::mount_kernel(opts)?;
-    let mut sup = Supervisor { opts, argv, fuse, negotiated: None, clones: Vec::new(), restarts: 0, dead: Vec::new() };
+    let mut sup =
+        Supervisor { opts, argv, fuse, table, negotiated: None, clones: Vec::new(), restarts: 0, dead: Vec::new() };
     let mut daemon = match sup.start_retrying() {
         Ok(d) => d,
         Err(e) => {
@@ -284,6 +292,8 @@ struct Supervisor<'a> {
     argv: &'a [OsString],
     /// The mount's connection (held for the mount's life).
     fuse: OwnedFd,
+    /// The daemons' table of open handles (`fs::held`).
+    table: OwnedFd,
     /// What the first daemon's INIT settled.
     negotiated: Option<Negotiated>,
     /// The running daemon's /dev/fuse files (closed after the next one's RESEND).
@@ -338,10 +348,10 @@ impl Supervisor<'_> {
         let mut child = cmd.spawn().map_err(|e| format!("cannot start the daemon: {e}"))?;
         drop(theirs);
         let (msg, fds) = match self.negotiated {
-            None => (encode(START, Negotiated::default()), vec![self.fuse.as_fd()]),
+            None => (encode(START, Negotiated::default()), vec![self.fuse.as_fd(), self.table.as_fd()]),
             Some(n) => {
-                let mut fds = vec![self.fuse.as_fd()];
-                fds.extend(self.clones.iter().map(|f| f.as_fd()).take(crate::fuse::handover::MAX_FDS - 1));
+                let mut fds = vec![self.fuse.as_fd(), self.table.as_fd()];
+                fds.extend(self.clones.iter().map(|f| f.as_fd()).take(crate::fuse::handover::MAX_FDS - 2));
                 (encode(RESUME, n), fds)
             }
         };

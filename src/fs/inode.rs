@@ -207,11 +207,6 @@ impl InodeTable {
         m.by_ino.get(&ino)?.hot.clone()
     }
 
-    /// Whether `ino` was found again after a crash (see `recover`).
-    pub fn refound(&self, ino: u64) -> bool {
-        self.finder.get().is_some_and(|f| f.refound(ino))
-    }
-
     /// From now on unknown node ids are looked for with `finder` (a daemon
     /// started after a crash). A second call does nothing.
     pub fn set_finder(&self, finder: super::recover::NodeFinder) {

@@ -52,9 +52,6 @@ pub struct NodeFinder {
     pub found: AtomicU64,
     /// Walks of BACKING made.
     pub walks: AtomicU64,
-    /// The ids found again: their kernel inodes may still carry the dead
-    /// daemon's passthrough backing file (see [`NodeFinder::refound`]).
-    refound: Mutex<std::collections::HashSet<u64>>,
 }
 
 #[derive(Default)]
@@ -74,14 +71,7 @@ impl NodeFinder {
     /// A finder over BACKING open at `root` (any fd of the directory),
     /// mapping it with `map_backing`.
     pub fn new(root: OwnedFd, map_backing: MapBacking) -> Self {
-        NodeFinder {
-            root,
-            map_backing,
-            map: Mutex::default(),
-            found: AtomicU64::new(0),
-            walks: AtomicU64::new(0),
-            refound: Mutex::default(),
-        }
+        NodeFinder { root, map_backing, map: Mutex::default(), found: AtomicU64::new(0), walks: AtomicU64::new(0) }
     }
 
     /// The backing object whose `st_ino` is `ino`, opened `O_PATH |
@@ -115,17 +105,7 @@ impl NodeFinder {
             return None;
         }
         self.found.fetch_add(1, Ordering::Relaxed);
-        self.refound.lock().insert(ino);
         Some((fd, key_of(&st), st.st_mode & libc::S_IFMT))
-    }
-
-    /// Whether `ino` was found again here (for this daemon's whole life).
-    /// Its kernel inode may hold the dead daemon's passthrough backing file
-    /// through opens that outlived it: the kernel then refuses another
-    /// backing file and any cached open of it (EIO to the client), so its
-    /// opens are answered FOPEN_DIRECT_IO alone, which takes no I/O mode.
-    pub fn refound(&self, ino: u64) -> bool {
-        self.refound.lock().contains(&ino)
     }
 }
 

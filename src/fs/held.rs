@@ -1,0 +1,318 @@
+//! Open handles across a crash (`-o supervise`). The kernel keeps the
+//! file handles (fh) a dead daemon answered and sends them to the next
+//! one: RELEASE always, READ/WRITE/FLUSH/FSYNC for opens that are not
+//! kernel passthrough. The budget's core guarantee, files with open handles
+//! are never evicted, must hold across the restart, and the next daemon
+//! must not give a new open an fh still in use.
+//!
+//! So each supervised daemon records its open handles, (fh, node id), in an
+//! [`OpenTable`]: a memfd the supervisor made and holds, mapped shared by
+//! the daemon, written with atomics as handles open and close (nothing to
+//! flush, nothing lost with the process). The next daemon, before it serves:
+//! pins the backing object of every recorded open (found by node id, see
+//! `recover`), starts its fhs above the largest, and answers opens of those
+//! inodes FOPEN_DIRECT_IO alone until their last recorded handle is
+//! released (their kernel inode may carry the dead daemon's passthrough
+//! backing file, which refuses another backing file and cached opens).
+//! The RELEASE of a recorded fh unpins it. What the old handles get:
+//! passthrough ones keep reading and writing (the kernel holds their backing
+//! file); the others answer EBADF on READ/WRITE/FLUSH/FSYNC (a clean error:
+//! their backing fd died with the daemon, and reopening by node id could
+//! not honour the open's flags and O_APPEND/O_TRUNC history).
+//!
+//! Layout: [`SLOTS`] slots of two u64 (fh, node id), open addressing from
+//! `fh % SLOTS`; fh 0 is a free slot (fhs start at 1). A slot whose node id
+//! is 0 is being written (or was, by a daemon killed in between): skipped.
+//! A full table records nothing more (logged once): those handles are then
+//! not protected across a crash.
+//!
+//! Lock: [`HELD`] is a leaf mutex (no other lock taken under it).
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use super::passthrough::Mode;
+use crate::key::FileKey;
+
+/// Slots in the table (32 bytes each: 2 MiB).
+pub const SLOTS: usize = 1 << 16;
+/// u64 words per slot: fh, node id, I/O mode and backing id, spare.
+const W: usize = 4;
+
+/// The shared table of open handles (see the module docs).
+pub struct OpenTable {
+    words: *const AtomicU64,
+    _fd: OwnedFd,
+}
+
+// SAFETY: the mapping is only accessed through atomics and lives as long as the table.
+unsafe impl Send for OpenTable {}
+// SAFETY: as above: shared access is atomic.
+unsafe impl Sync for OpenTable {}
+
+impl OpenTable {
+    /// A new zeroed table (a memfd of `SLOTS * 32` bytes), for the
+    /// supervisor to hold and hand to each daemon. Errors: memfd_create,
+    /// ftruncate.
+    pub fn create() -> std::io::Result<OwnedFd> {
+        // SAFETY: a NUL-terminated name; flags are plain bits.
+        let fd = unsafe { libc::memfd_create(c"boundfs-open-handles".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: memfd_create just returned this fd; nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: ftruncate on our own open fd.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), (SLOTS * W * 8) as libc::off_t) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+
+    /// Maps the table in `fd` (made by [`OpenTable::create`]). Errors: mmap.
+    pub fn map(fd: OwnedFd) -> std::io::Result<OpenTable> {
+        // SAFETY: a shared read-write mapping of the whole memfd, which is
+        // SLOTS * W * 8 bytes long; never unmapped while the table lives.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                SLOTS * W * 8,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(OpenTable { words: p.cast(), _fd: fd })
+    }
+
+    fn word(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: reduced below W * SLOTS, the mapping's length in words; it
+        // is page-aligned and lives as long as the table.
+        unsafe { &*self.words.add(i % (W * SLOTS)) }
+    }
+
+    /// Records open handle `fh` of node `ino`. Returns false when full.
+    pub fn opened(&self, fh: u64, ino: u64) -> bool {
+        for probe in 0..SLOTS {
+            let s = (fh as usize).wrapping_add(probe) % SLOTS;
+            if self.word(W * s).compare_exchange(0, fh, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                self.word(W * s + 2).store(0, Ordering::Release);
+                self.word(W * s + 1).store(ino, Ordering::Release);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The slot of handle `fh`, if recorded.
+    fn slot(&self, fh: u64) -> Option<usize> {
+        (0..SLOTS)
+            .map(|probe| (fh as usize).wrapping_add(probe) % SLOTS)
+            .find(|&s| self.word(W * s).load(Ordering::Acquire) == fh)
+    }
+
+    /// Records how handle `fh` does its I/O ([`info`]).
+    pub fn set_info(&self, fh: u64, info: u64) {
+        if let Some(s) = self.slot(fh) {
+            self.word(W * s + 2).store(info, Ordering::Release);
+        }
+    }
+
+    /// Forgets handle `fh` (RELEASE). Returns its node id if it was there.
+    pub fn closed(&self, fh: u64) -> Option<u64> {
+        let s = self.slot(fh)?;
+        let ino = self.word(W * s + 1).swap(0, Ordering::AcqRel);
+        self.word(W * s).store(0, Ordering::Release);
+        Some(ino)
+    }
+
+    /// The recorded (fh, node id, [`info`]) triples.
+    pub fn live(&self) -> Vec<(u64, u64, u64)> {
+        (0..SLOTS)
+            .map(|s| {
+                let w = |i| self.word(W * s + i).load(Ordering::Acquire);
+                (w(0), w(1), w(2))
+            })
+            .filter(|&(fh, ino, _)| fh != 0 && ino != 0)
+            .collect()
+    }
+}
+
+/// A handle's I/O mode and passthrough backing id as one word (0: not
+/// known yet: the daemon died between the open and its plan).
+pub fn info(mode: Mode, backing: Option<u32>) -> u64 {
+    let m = match mode {
+        Mode::Passthrough => 1u64,
+        Mode::Cached => 2,
+        Mode::Direct => 3,
+    };
+    m << 32 | u64::from(backing.unwrap_or(0))
+}
+
+/// [`info`]'s inverse: the mode and the backing id (None: not known).
+pub fn mode_of(info: u64) -> Option<(Mode, Option<u32>)> {
+    let raw = (info as u32 != 0).then_some(info as u32);
+    Some(match info >> 32 {
+        1 => (Mode::Passthrough, raw),
+        2 => (Mode::Cached, None),
+        3 => (Mode::Direct, None),
+        _ => return None,
+    })
+}
+
+/// The raw id of a fuser `BackingId` (fuser 0.18 shows it only through its
+/// `Debug`: `BackingId { channel: .., backing_id: N }`, or by giving it up
+/// with `into_raw`). None if the format changed (a unit test would say).
+pub fn raw_backing_id(id: &fuser::BackingId) -> Option<u32> {
+    parse_backing_debug(&format!("{id:?}"))
+}
+
+fn parse_backing_debug(d: &str) -> Option<u32> {
+    let rest = &d[d.find("backing_id: ")? + "backing_id: ".len()..];
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// This daemon's table, when supervised.
+static TABLE: OnceLock<OpenTable> = OnceLock::new();
+static FULL: AtomicBool = AtomicBool::new(false);
+
+/// Handles a dead daemon left open: fh → (node id, the key pinned for
+/// it, its I/O mode if known), and the inodes with a handle whose mode is
+/// not known (their opens are answered FOPEN_DIRECT_IO alone).
+#[derive(Default)]
+struct Held {
+    by_fh: HashMap<u64, (u64, Option<FileKey>, Option<Mode>)>,
+    unknown: HashMap<u64, u32>,
+}
+
+static HELD: Mutex<Option<Held>> = Mutex::new(None);
+
+/// Makes `t` this daemon's table (once, before it serves).
+pub fn install(t: OpenTable) {
+    let _ = TABLE.set(t);
+}
+
+/// Whether node `ino` has a handle a dead daemon left open in an I/O mode
+/// not known (its kernel inode may carry a passthrough backing file whose
+/// id is lost: only FOPEN_DIRECT_IO alone is sure to be accepted).
+pub fn mode_unknown(ino: u64) -> bool {
+    HELD.lock().ok().is_some_and(|h| h.as_ref().is_some_and(|h| h.unknown.contains_key(&ino)))
+}
+
+impl super::Core {
+    /// A handle was added: record it.
+    pub(super) fn record_open(&self, fh: u64, ino: u64) {
+        if let Some(t) = TABLE.get() {
+            if !t.opened(fh, ino) && !FULL.swap(true, Ordering::Relaxed) {
+                log::warn!("open handle table full ({SLOTS}): later handles are not protected across a crash");
+            }
+        }
+    }
+
+    /// Handle `fh` settled on `mode` (with this backing id, passthrough).
+    pub(super) fn record_mode(&self, fh: u64, mode: Mode, backing: Option<&fuser::BackingId>) {
+        if let Some(t) = TABLE.get() {
+            t.set_info(fh, info(mode, backing.and_then(raw_backing_id)));
+        }
+    }
+
+    /// RELEASE of `fh`: forget it; one a dead daemon left open is unpinned
+    /// here (its key was pinned by [`super::Core::adopt_held_opens`]).
+    pub(super) fn record_close(&self, fh: u64) {
+        if let Some(t) = TABLE.get() {
+            t.closed(fh);
+        }
+        let key = {
+            let Ok(mut h) = HELD.lock() else { return };
+            let Some(h) = h.as_mut() else { return };
+            let Some((ino, key, mode)) = h.by_fh.remove(&fh) else { return };
+            match mode {
+                Some(m) => drop(self.io.release(ino, m)),
+                None => {
+                    if let Some(n) = h.unknown.get_mut(&ino) {
+                        *n -= 1;
+                        if *n == 0 {
+                            h.unknown.remove(&ino);
+                        }
+                    }
+                }
+            }
+            key
+        };
+        if let Some(key) = key {
+            if self.accounts.released(key) {
+                self.wake_evictor();
+            }
+        }
+    }
+
+    /// After a crash, before serving: the open handles the dead daemon
+    /// recorded are pinned (by node id, found in BACKING), counted in their
+    /// inode's I/O mode with their passthrough backing id (still registered
+    /// on the connection: a new passthrough open of the inode must answer
+    /// that same id, `IoModes::adopt`), and new fhs start above them.
+    /// Returns (handles, pinned).
+    pub fn adopt_held_opens(&self) -> (usize, usize) {
+        let Some(t) = TABLE.get() else { return (0, 0) };
+        let mut held = Held::default();
+        let mut pinned = 0;
+        for (fh, ino, info) in t.live() {
+            self.next_fh.fetch_max(fh + 1, Ordering::Relaxed);
+            let key = self.inodes.get(ino).map(|i| i.key).filter(|k| self.accounts.pin(*k).is_ok());
+            pinned += usize::from(key.is_some());
+            let mode = mode_of(info);
+            match mode {
+                Some((m, raw)) => self.io.adopt(ino, m, raw),
+                None => *held.unknown.entry(ino).or_default() += 1,
+            }
+            held.by_fh.insert(fh, (ino, key, mode.map(|m| m.0)));
+        }
+        let n = held.by_fh.len();
+        if let Ok(mut h) = HELD.lock() {
+            *h = Some(held);
+        }
+        (n, pinned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What one process records, another mapping of the same memfd (the
+    /// next daemon) sees; a released handle is gone; probing past a taken
+    /// slot works.
+    #[test]
+    fn a_second_mapping_sees_the_open_handles() {
+        let fd = OpenTable::create().unwrap();
+        let a = OpenTable::map(fd.try_clone().unwrap()).unwrap();
+        assert!(a.opened(7, 100));
+        assert!(a.opened(7 + SLOTS as u64, 200), "same slot: probes on");
+        assert!(a.opened(9, 300));
+        assert_eq!(a.closed(9), Some(300));
+        let b = OpenTable::map(fd).unwrap();
+        a.set_info(7, info(Mode::Passthrough, Some(3)));
+        let mut live = b.live();
+        live.sort();
+        assert_eq!(live, vec![(7, 100, info(Mode::Passthrough, Some(3))), (7 + SLOTS as u64, 200, 0)]);
+        assert_eq!(b.closed(7 + SLOTS as u64), Some(200));
+        assert_eq!(a.live().len(), 1);
+        assert_eq!(mode_of(a.live()[0].2), Some((Mode::Passthrough, Some(3))));
+        assert_eq!(mode_of(0), None);
+        assert_eq!(mode_of(info(Mode::Cached, None)), Some((Mode::Cached, None)));
+    }
+
+    /// The id is read from fuser 0.18's `Debug` of a `BackingId` (no
+    /// public constructor to make one without a reply).
+    #[test]
+    fn reads_the_raw_backing_id() {
+        assert_eq!(parse_backing_debug("BackingId { channel: (Weak), backing_id: 42 }"), Some(42));
+        assert_eq!(parse_backing_debug("BackingId { channel: (Weak) }"), None);
+    }
+}
