@@ -64,8 +64,8 @@ pub fn resume(opts: &Options, core: &Arc<Core>, fs: BoundFs, r: Resume) -> Resul
     if state.is_none() {
         // After a crash: the kernel's node ids are found again in BACKING.
         core.recover_node_ids(Box::new(crate::workers::walk::map_inos))?;
-        let (held, pinned) = core.adopt_held_opens();
-        log::info!("{held} open handles of the previous daemon kept, {pinned} files pinned");
+        let (held, taken) = core.adopt_held_opens();
+        log::info!("{held} open handles left by the previous daemon, {taken} taken over");
     }
     if let Some((state, fds)) = state {
         let (inodes, handles) = (state.inodes.len(), state.handles.len());

@@ -230,7 +230,7 @@ impl Core {
             Stats::add(&self.stats.passthrough_writers, 1);
         }
         let id = if let Plan::Passthrough { id, .. } = &o.plan { Some(&**id) } else { None };
-        self.record_mode(o.fh, mode, id);
+        self.record_mode(o.fh, mode, id, o.handle.held.load(Ordering::Relaxed));
         *o.handle.mode.lock() = Some(mode);
         Ok(o)
     }

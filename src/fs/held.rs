@@ -29,16 +29,15 @@
 //! Lock: [`HELD`] is a leaf mutex (no other lock taken under it).
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use super::passthrough::Mode;
-use crate::key::FileKey;
 
 /// Slots in the table (32 bytes each: 2 MiB).
 pub const SLOTS: usize = 1 << 16;
-/// u64 words per slot: fh, node id, I/O mode and backing id, spare.
+/// u64 words per slot: fh, node id, I/O mode and backing id, budget bytes held.
 const W: usize = 4;
 
 /// The shared table of open handles (see the module docs).
@@ -117,9 +116,11 @@ impl OpenTable {
             .find(|&s| self.word(W * s).load(Ordering::Acquire) == fh)
     }
 
-    /// Records how handle `fh` does its I/O ([`info`]).
-    pub fn set_info(&self, fh: u64, info: u64) {
+    /// Records how handle `fh` does its I/O ([`info`]) and the budget
+    /// bytes it holds (a passthrough writer's reservation).
+    pub fn set_info(&self, fh: u64, info: u64, held: u64) {
         if let Some(s) = self.slot(fh) {
+            self.word(W * s + 3).store(held, Ordering::Release);
             self.word(W * s + 2).store(info, Ordering::Release);
         }
     }
@@ -132,14 +133,14 @@ impl OpenTable {
         Some(ino)
     }
 
-    /// The recorded (fh, node id, [`info`]) triples.
-    pub fn live(&self) -> Vec<(u64, u64, u64)> {
+    /// The recorded (fh, node id, [`info`], bytes held).
+    pub fn live(&self) -> Vec<(u64, u64, u64, u64)> {
         (0..SLOTS)
             .map(|s| {
                 let w = |i| self.word(W * s + i).load(Ordering::Acquire);
-                (w(0), w(1), w(2))
+                (w(0), w(1), w(2), w(3))
             })
-            .filter(|&(fh, ino, _)| fh != 0 && ino != 0)
+            .filter(|&(fh, ino, _, _)| fh != 0 && ino != 0)
             .collect()
     }
 }
@@ -182,12 +183,12 @@ fn parse_backing_debug(d: &str) -> Option<u32> {
 static TABLE: OnceLock<OpenTable> = OnceLock::new();
 static FULL: AtomicBool = AtomicBool::new(false);
 
-/// Handles a dead daemon left open: fh → (node id, the key pinned for
-/// it, its I/O mode if known), and the inodes with a handle whose mode is
-/// not known (their opens are answered FOPEN_DIRECT_IO alone).
+/// Inodes with handles a dead daemon left open in an I/O mode not known
+/// (node id → how many; their opens are answered FOPEN_DIRECT_IO alone),
+/// and those handles (fh → node id).
 #[derive(Default)]
 struct Held {
-    by_fh: HashMap<u64, (u64, Option<FileKey>, Option<Mode>)>,
+    by_fh: HashMap<u64, u64>,
     unknown: HashMap<u64, u32>,
 }
 
@@ -216,68 +217,74 @@ impl super::Core {
     }
 
     /// Handle `fh` settled on `mode` (with this backing id, passthrough).
-    pub(super) fn record_mode(&self, fh: u64, mode: Mode, backing: Option<&fuser::BackingId>) {
+    pub(super) fn record_mode(&self, fh: u64, mode: Mode, backing: Option<&fuser::BackingId>, held: u64) {
         if let Some(t) = TABLE.get() {
-            t.set_info(fh, info(mode, backing.and_then(raw_backing_id)));
+            t.set_info(fh, info(mode, backing.and_then(raw_backing_id)), held);
         }
     }
 
-    /// RELEASE of `fh`: forget it; one a dead daemon left open is unpinned
-    /// here (its key was pinned by [`super::Core::adopt_held_opens`]).
+    /// RELEASE (or a failed open) of `fh`: forget it.
     pub(super) fn record_close(&self, fh: u64) {
         if let Some(t) = TABLE.get() {
             t.closed(fh);
         }
-        let key = {
-            let Ok(mut h) = HELD.lock() else { return };
-            let Some(h) = h.as_mut() else { return };
-            let Some((ino, key, mode)) = h.by_fh.remove(&fh) else { return };
-            match mode {
-                Some(m) => drop(self.io.release(ino, m)),
-                None => {
-                    if let Some(n) = h.unknown.get_mut(&ino) {
-                        *n -= 1;
-                        if *n == 0 {
-                            h.unknown.remove(&ino);
-                        }
-                    }
-                }
-            }
-            key
-        };
-        if let Some(key) = key {
-            if self.accounts.released(key) {
-                self.wake_evictor();
+        let Ok(mut h) = HELD.lock() else { return };
+        let Some(h) = h.as_mut() else { return };
+        let Some(ino) = h.by_fh.remove(&fh) else { return };
+        if let Some(n) = h.unknown.get_mut(&ino) {
+            *n -= 1;
+            if *n == 0 {
+                h.unknown.remove(&ino);
             }
         }
     }
 
-    /// After a crash, before serving: the open handles the dead daemon
-    /// recorded are pinned (by node id, found in BACKING), counted in their
-    /// inode's I/O mode with their passthrough backing id (still registered
-    /// on the connection: a new passthrough open of the inode must answer
-    /// that same id, `IoModes::adopt`), and new fhs start above them.
-    /// Returns (handles, pinned).
+    /// After a crash, before serving: every open handle the dead daemon
+    /// recorded becomes a handle of this daemon under the same fh (as an
+    /// upgrade's hand-over does, `handed`): its file found by node id
+    /// (`recover`) and opened again read-write (the kernel already checked
+    /// the client's access mode), pinned and sized in the ledger, a
+    /// passthrough writer's bytes reserved again, counted in its inode's
+    /// I/O mode with its passthrough backing id (still registered on the
+    /// connection: the kernel requires a new passthrough open of that inode
+    /// to answer the same one, `IoModes::adopt`); new fhs start above them.
+    /// RELEASE then goes the usual way (true-up, unpin). Returns (handles
+    /// recorded, handles taken).
     pub fn adopt_held_opens(&self) -> (usize, usize) {
         let Some(t) = TABLE.get() else { return (0, 0) };
         let mut held = Held::default();
-        let mut pinned = 0;
-        for (fh, ino, info) in t.live() {
+        let (mut n, mut taken) = (0, 0);
+        let mut raw_given = std::collections::HashSet::new();
+        for (fh, ino, info, bytes) in t.live() {
+            n += 1;
             self.next_fh.fetch_max(fh + 1, Ordering::Relaxed);
-            let key = self.inodes.get(ino).map(|i| i.key).filter(|k| self.accounts.pin(*k).is_ok());
-            pinned += usize::from(key.is_some());
             let mode = mode_of(info);
-            match mode {
-                Some((m, raw)) => self.io.adopt(ino, m, raw),
-                None => *held.unknown.entry(ino).or_default() += 1,
+            if mode.is_none() {
+                *held.unknown.entry(ino).or_default() += 1;
+                held.by_fh.insert(fh, ino);
             }
-            held.by_fh.insert(fh, (ino, key, mode.map(|m| m.0)));
+            let Some(inode) = self.inodes.get(ino) else { continue };
+            let fd = crate::sys::reopen(inode.fd(), libc::O_RDWR)
+                .or_else(|_| crate::sys::reopen(inode.fd(), libc::O_RDONLY));
+            let Ok(fd) = fd else { continue };
+            let k = inode.key;
+            let _ = self.accounts.pin(k);
+            let size = crate::sys::fstat(fd.as_fd()).map(|st| crate::sys::allocated(&st)).unwrap_or(0);
+            self.accounts.opened(k, size, self.now(), self.stamp_secs);
+            let kept = if bytes > 0 { self.reserve(bytes, false).map_or(0, |r| r.settle()) } else { 0 };
+            let handle =
+                super::handles::Handle::handed(super::handles::Handle::new(fd, k, ino), mode.map(|m| m.0), kept, false);
+            if let Some((m, raw)) = mode {
+                let raw = raw.filter(|_| m == Mode::Passthrough && raw_given.insert(ino));
+                self.io.adopt(ino, m, raw);
+            }
+            self.handles.write().insert(fh, std::sync::Arc::new(handle));
+            taken += 1;
         }
-        let n = held.by_fh.len();
         if let Ok(mut h) = HELD.lock() {
             *h = Some(held);
         }
-        (n, pinned)
+        (n, taken)
     }
 }
 
@@ -297,10 +304,10 @@ mod tests {
         assert!(a.opened(9, 300));
         assert_eq!(a.closed(9), Some(300));
         let b = OpenTable::map(fd).unwrap();
-        a.set_info(7, info(Mode::Passthrough, Some(3)));
+        a.set_info(7, info(Mode::Passthrough, Some(3)), 5);
         let mut live = b.live();
         live.sort();
-        assert_eq!(live, vec![(7, 100, info(Mode::Passthrough, Some(3))), (7 + SLOTS as u64, 200, 0)]);
+        assert_eq!(live, vec![(7, 100, info(Mode::Passthrough, Some(3)), 5), (7 + SLOTS as u64, 200, 0, 0)]);
         assert_eq!(b.closed(7 + SLOTS as u64), Some(200));
         assert_eq!(a.live().len(), 1);
         assert_eq!(mode_of(a.live()[0].2), Some((Mode::Passthrough, Some(3))));
