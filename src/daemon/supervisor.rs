@@ -331,6 +331,7 @@ impl Supervisor<'_> {
             .args(self.argv.iter().skip(1))
             .env(SOCK_ENV, their_fd.to_string())
             .env(RESTARTS_ENV, self.restarts.to_string())
+            .env("BOUNDFS_SUPERVISOR_PID", std::process::id().to_string())
             .env(PATH_ENV[0], &self.opts.backing)
             .env(PATH_ENV[1], &self.opts.mountpoint);
         if let Some(d) = std::env::var_os(PATH_ENV[2]) {
