@@ -23,7 +23,8 @@ log "$KILLS kills, random seed $SEED (BFS_CRASH_SEED=$SEED replays the kill mome
 bfs_mount "max_size=24M,supervise"
 SUP=$BFS_DPID
 daemon_of() { cat "/proc/$SUP/task/$SUP/children" 2>/dev/null | tr -d ' '; }
-poll_until 10 "the first daemon" test -n "$(daemon_of)"
+has_daemon() { [ -n "$(daemon_of)" ]; }
+poll_until 10 "the first daemon" has_daemon
 ls "$MNT" >/dev/null || fail "the mount does not serve"
 
 STOP=$BFS_TMP/stop
@@ -61,6 +62,7 @@ done
 wait "$L" || fail "the load failed: $(cat "$BFS_TMP/load.out")"
 R=$(cat "$BFS_TMP/load.json")
 log "load: $R"
+grep -v '^$' "$BFS_TMP/load.out" | head -n 5 | while read -r l; do log "$l"; done
 assert_eq 0 "$(json_get "$R" hangs)" "client calls longer than 10 s"
 assert_eq 0 "$(json_get "$R" wrong)" "blocks read back with wrong bytes"
 assert_eq True "$(json_get "$R" held_ok)" "the blocks held open across the kills"

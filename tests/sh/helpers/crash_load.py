@@ -100,7 +100,11 @@ class Load:
             n = self.call("read", os.readv, fd, [m])
         finally:
             self.call("close", os.close, fd)
-        if n != self.a.size or m[:] != content(os.path.basename(path), self.a.size):
+        want = content(os.path.basename(path), self.a.size)
+        if n != self.a.size or m[:] != want:
+            got = m[:n]
+            at = next((i for i in range(min(n, len(want))) if got[i] != want[i]), min(n, len(want)))
+            print(f"crash_load: wrong bytes in {path}: read {n}, first difference at {at}", flush=True)
             with self.lock:
                 self.wrong += 1
         with self.lock:
