@@ -5,22 +5,24 @@
 //! are never evicted, must hold across the restart, and the next daemon
 //! must not give a new open an fh still in use.
 //!
-//! So each supervised daemon records its open handles, (fh, node id), in an
+//! So each supervised daemon records its open handles (fh, node id, I/O
+//! mode with the passthrough backing id, budget bytes held) in an
 //! [`OpenTable`]: a memfd the supervisor made and holds, mapped shared by
-//! the daemon, written with atomics as handles open and close (nothing to
-//! flush, nothing lost with the process). The next daemon, before it serves:
-//! pins the backing object of every recorded open (found by node id, see
-//! `recover`), starts its fhs above the largest, and answers opens of those
-//! inodes FOPEN_DIRECT_IO alone until their last recorded handle is
-//! released (their kernel inode may carry the dead daemon's passthrough
-//! backing file, which refuses another backing file and cached opens).
-//! The RELEASE of a recorded fh unpins it. What the old handles get:
-//! passthrough ones keep reading and writing (the kernel holds their backing
-//! file); the others answer EBADF on READ/WRITE/FLUSH/FSYNC (a clean error:
-//! their backing fd died with the daemon, and reopening by node id could
-//! not honour the open's flags and O_APPEND/O_TRUNC history).
+//! the daemon, written with atomics as handles open, settle and close
+//! (nothing to flush, nothing lost with the process). The next daemon,
+//! before it serves, makes every recorded handle its own under the same fh
+//! ([`super::Core::adopt_held_opens`]): reads and writes through old
+//! handles go on (passthrough ones in the kernel, the others through the
+//! file opened again), their files stay pinned, and their RELEASE trues up
+//! and unpins as usual. An inode whose recorded handle has no mode yet (the
+//! daemon died between the open and its plan) gets FOPEN_DIRECT_IO alone
+//! for new opens until that fh is released. Known gap: a handle recorded by
+//! a daemon killed after the open and before its reply is never released
+//! by the kernel (it resends the OPEN, which gets a new fh): its file stays
+//! pinned until the unmount.
 //!
-//! Layout: [`SLOTS`] slots of two u64 (fh, node id), open addressing from
+//! Layout: [`SLOTS`] slots of four u64 (fh, node id, [`info`], bytes
+//! held), open addressing from
 //! `fh % SLOTS`; fh 0 is a free slot (fhs start at 1). A slot whose node id
 //! is 0 is being written (or was, by a daemon killed in between): skipped.
 //! A full table records nothing more (logged once): those handles are then
