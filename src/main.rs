@@ -11,7 +11,7 @@
 use std::ffi::OsString;
 use std::process::exit;
 
-use boundfs::daemon::{self, cli, ctl, daemonize, mount_helper, sdnotify::Notify, watchdog};
+use boundfs::daemon::{self, cli, ctl, daemonize, mount_helper, sdnotify::Notify, supervisor, watchdog};
 use boundfs::exit::Exit;
 use boundfs::{claim, config, logging};
 use clap::Parser;
@@ -91,6 +91,18 @@ fn main() {
         exit(0);
     }
     daemonize::ensure_std_fds();
+    if opts.supervise {
+        if let Some(sock) = supervisor::daemon_socket() {
+            // The daemon a supervisor started: it holds the claim and detached.
+            logging::init(supervisor::daemon_log_sink(&opts));
+            let notify = Notify::from_env();
+            if let Err(e) = supervisor::daemon_main(&opts, &notify, sock) {
+                log::error!("{e}");
+                exit(codes.failure);
+            }
+            exit(0);
+        }
+    }
     // Held for the daemon's whole life (inherited across the fork below).
     // `-o shared` is N mounts over one BACKING by design (one per node, and
     // a flock on a distributed BACKING is cluster-wide): it claims nothing.
@@ -122,6 +134,9 @@ fn main() {
     let mut ready = None;
     // Daemon mode: the log file (now fd 2) or syslog; -f and systemd: the
     // log file if given, else stderr.
+    if opts.supervise {
+        supervisor::note_cwd();
+    }
     let sink = if !opts.foreground && !notify.requested() {
         match daemonize::detach(codes.failure, opts.log_file.as_deref()) {
             Ok(pipe) => ready = Some(pipe),
@@ -141,14 +156,28 @@ fn main() {
             None => logging::Sink::Stderr,
         }
     };
+    let log_env = match &sink {
+        logging::Sink::Syslog => "syslog",
+        logging::Sink::File(_) => "file",
+        _ => "stderr",
+    };
+    if opts.supervise {
+        // SAFETY: no thread exists yet.
+        unsafe { std::env::set_var(supervisor::LOG_ENV, log_env) };
+    }
     logging::init(sink);
     notify.report();
-    daemon::upgrade::set_argv(argv);
-    let r = daemon::run(&opts, &notify, listener, || {
+    let on_ready = || {
         if let Some(p) = ready.take() {
             p.ready();
         }
-    });
+    };
+    let r = if opts.supervise {
+        supervisor::run(&opts, &notify, &argv, listener, on_ready)
+    } else {
+        daemon::upgrade::set_argv(argv);
+        daemon::run(&opts, &notify, listener, on_ready)
+    };
     if let Err(e) = r {
         match ready.take() {
             // The waiting parent prints it (printing here too would show it twice).

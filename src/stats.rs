@@ -200,6 +200,11 @@ status_table! {
     /// `kill -TERM`; fstab mounts run as `mount.fuse.boundfs`, which
     /// `pgrep boundfs` misses).
     pid: u32;
+    /// Process id of the supervisor holding the mount's connection
+    /// (`supervise`; 0 without one).
+    supervisor: u32;
+    /// Times the supervisor restarted a dead daemon on the live connection.
+    restarts: u64;
     /// Bytes the backing tree occupies, as `du -s --block-size=1 BACKING` counts them.
     usage: u64 [ledger] => Gauge "boundfs_usage_bytes";
     /// The budget (`max_size`), bytes.

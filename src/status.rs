@@ -26,7 +26,13 @@ impl Status {
         let pct = |n: u64| if self.max_size == 0 { 0.0 } else { n as f64 * 100.0 / self.max_size as f64 };
         let rows = [
             ("mount", format!("{} on {} (boundfs {})", self.backing, mountpoint, self.version)),
-            ("daemon", format!("pid {}", self.pid)),
+            (
+                "daemon",
+                match self.supervisor {
+                    0 => format!("pid {}", self.pid),
+                    s => format!("pid {} (supervisor {s}, {} restarts)", self.pid, self.restarts),
+                },
+            ),
             (
                 "usage",
                 format!(

@@ -127,6 +127,9 @@ pub struct Options {
     /// (`shared_budget=record`, the default; `views` admits against each
     /// node's own view).
     pub shared_budget: bool,
+    /// A supervisor process holds the FUSE connection and restarts a daemon
+    /// that dies (`supervise`; see `daemon::supervisor`).
+    pub supervise: bool,
 }
 
 /// How the kernel updates access times on the mount (mount(2) flags; the

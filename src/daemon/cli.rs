@@ -139,6 +139,10 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_WARM_ENTRIES,
           value_parser = config::parse_warm_entries, help_heading = MOUNT_OPTIONS)]
     pub warm_entries: usize,
+    /// Keep the mount across a daemon crash: a small supervisor holds the FUSE connection and starts a new
+    /// daemon on it within a second (root, Linux >= 6.9; see docs/upgrade-design.md).
+    #[arg(long, help_heading = MOUNT_OPTIONS)]
+    pub supervise: bool,
     /// Mount noexec (the last of noexec and exec wins).
     #[arg(long, overrides_with_all = ["noexec", "exec"], help_heading = MOUNT_FLAGS)]
     pub noexec: bool,
@@ -418,7 +422,12 @@ pub fn options(a: Args, matches: &ArgMatches) -> Result<Options, ConfigError> {
         nodiratime: a.nodiratime,
         lazytime: a.lazytime,
     };
-    let (backing, mountpoint) = config::check_paths(&a.backing, &a.mountpoint)?;
+    // A supervised daemon takes the paths its supervisor checked: the
+    // mountpoint is then its live mount (a stat of it would wait for us).
+    let (backing, mountpoint) = match crate::daemon::supervisor::handed_paths() {
+        Some(p) => p,
+        None => config::check_paths(&a.backing, &a.mountpoint)?,
+    };
     let metrics_file = match &a.metrics_file {
         Some(p) => Some(config::check_metrics_file(p, &backing, &mountpoint)?),
         None => None,
@@ -454,6 +463,7 @@ pub fn options(a: Args, matches: &ArgMatches) -> Result<Options, ConfigError> {
         flush: a.flush,
         drop_cache: a.drop_cache,
         shared_budget: a.shared_budget,
+        supervise: a.supervise,
         log_file,
         atime,
         patterns: a.pattern,

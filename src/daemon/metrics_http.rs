@@ -52,6 +52,11 @@ impl Listener {
         Listener { socket: std::net::TcpListener::from(fd) }
     }
 
+    /// The bound socket's fd (the supervisor keeps it for its daemons).
+    pub fn into_fd(self) -> OwnedFd {
+        self.socket.into()
+    }
+
     /// Serves the metrics of `core` (samples labelled with `mountpoint`) on
     /// a thread of its own until [`Serving::stop`]. Errors: tiny_http or
     /// the thread could not be started.

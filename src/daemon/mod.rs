@@ -18,6 +18,7 @@ pub mod mount_error;
 pub mod mount_helper;
 pub mod resume;
 pub mod sdnotify;
+pub mod supervisor;
 pub mod takeover;
 pub mod threads;
 pub mod upgrade;
@@ -96,6 +97,7 @@ pub fn run_from(
         None => mount(opts, &core, fs)?,
         Some(r) => resume::resume(opts, &core, fs, r)?,
     };
+    supervisor::started(&started.negotiated);
     let mut unmounter = started.session.unmount_callable();
     let serving = Serving::start(started.session, signals)?;
     serving.take_upgrade_requests();
@@ -186,7 +188,11 @@ fn mount(opts: &Options, core: &Arc<Core>, fs: BoundFs) -> Result<resume::Starte
     let gate = Arc::new(crate::fuse::handover::Gate::default());
     let fs = Gated { inner: fs, gate: gate.clone() };
     let session = if sys::euid() == 0 {
-        let fd = mount_kernel(opts)?;
+        // Under a supervisor the connection it mounted (see `supervisor`).
+        let fd = match supervisor::take_connection() {
+            Some(fd) => fd,
+            None => mount_kernel(opts)?,
+        };
         fuser::Session::from_fd(fs, fd, cfg.acl, cfg)
     } else {
         cfg.mount_options = vec![
@@ -398,7 +404,7 @@ fn cpath(p: &std::path::Path) -> Result<std::ffi::CString, std::io::Error> {
 /// /dev/fuse fd to serve. Options follow the kernel's fuse mount parameters
 /// (Documentation/filesystems/fuse.rst): fd, rootmode, user_id, group_id.
 /// Errors: one line naming the cause and the fix ([`mount_error`]).
-fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, String> {
+pub(crate) fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, String> {
     use std::os::fd::AsRawFd;
     let dev = sys::open(c"/dev/fuse", libc::O_RDWR).map_err(|e| mount_error::dev_fuse(opts, &e))?;
     let data = format!(

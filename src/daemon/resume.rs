@@ -79,6 +79,12 @@ pub fn session_config(opts: &Options) -> Config {
 /// kernel has no FUSE_NOTIFY_RESEND: Linux >= 6.9 is needed).
 pub fn resume(opts: &Options, core: &Arc<Core>, fs: BoundFs, r: Resume) -> Result<Started, String> {
     let Resume { fuse, negotiated, old_fuse_fds, state } = r;
+    if state.is_none() {
+        // After a crash: the kernel's node ids are found again in BACKING.
+        core.recover_node_ids(Box::new(crate::workers::walk::map_inos))?;
+        let (held, taken) = core.adopt_held_opens();
+        log::info!("{held} open handles left by the previous daemon, {taken} taken over");
+    }
     if let Some((state, fds)) = state {
         let (inodes, handles) = (state.inodes.len(), state.handles.len());
         let lost = core.adopt_state(state, fds);

@@ -68,7 +68,10 @@ impl Threads {
             None if !opts.foreground && !notify.requested() => watchdog::LogTo::Syslog,
             None => watchdog::LogTo::Stderr,
         };
-        let watchdog = watchdog::start(&opts.mountpoint, &log_to)
+        // Under a supervisor the connection must outlive this daemon: no abort.
+        let watchdog = (!super::supervisor::supervised())
+            .then(|| watchdog::start(&opts.mountpoint, &log_to))
+            .transpose()
             .map_err(|e| {
                 log::warn!(
                     "no watchdog ({e}): if this daemon is killed while a client waits on it, the mount's clients \
@@ -76,7 +79,8 @@ impl Threads {
                     watchdog::CTL
                 )
             })
-            .ok();
+            .ok()
+            .flatten();
         {
             let (c, s) = (core.clone(), stop.clone());
             workers.push(

@@ -64,6 +64,9 @@ impl Core {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backing: self.root_path.display().to_string(),
             pid: std::process::id(),
+            // Set by the supervisor (`daemon::supervisor`) for its daemons.
+            supervisor: std::env::var("BOUNDFS_SUPERVISOR_PID").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
+            restarts: std::env::var("BOUNDFS_RESTARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
             max_size: p.max_size,
             high_watermark: p.high_watermark,
             low_watermark: p.low_watermark,

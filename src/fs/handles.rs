@@ -164,6 +164,11 @@ impl Core {
     ) -> OpResult<Opened> {
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
         handle.learns.store(candidate && writes, Ordering::Relaxed);
+        if super::held::mode_unknown(handle.ino) {
+            // An inode with a handle a dead daemon left open in a mode not
+            // known (`held`): FOPEN_DIRECT_IO alone is always accepted.
+            return self.settle(Opened { fh, handle, plan: Plan::Direct });
+        }
         let pass = room.and_then(|r| Some((self.io.plan_pass_writer(handle.ino)?, r)));
         let plan = match pass {
             Some((plan, r)) => {
@@ -224,6 +229,8 @@ impl Core {
         } else if writer && matches!(o.plan, Plan::Passthrough { .. }) && held > 0 {
             Stats::add(&self.stats.passthrough_writers, 1);
         }
+        let id = if let Plan::Passthrough { id, .. } = &o.plan { Some(&**id) } else { None };
+        self.record_mode(o.fh, mode, id, o.handle.held.load(Ordering::Relaxed));
         *o.handle.mode.lock() = Some(mode);
         Ok(o)
     }

@@ -119,6 +119,8 @@ pub struct InodeTable {
     mount_fd: Option<OwnedFd>,
     fd_cap: usize,
     handles: bool,
+    /// After a crash: where unknown node ids are looked for (`recover`).
+    finder: std::sync::OnceLock<super::recover::NodeFinder>,
 }
 
 impl InodeTable {
@@ -149,16 +151,27 @@ impl InodeTable {
         };
         let mount_fd = if handles { sys::reopen(root.fd(), libc::O_RDONLY | libc::O_DIRECTORY).ok() } else { None };
         let handles = mount_fd.is_some();
-        InodeTable { maps: RwLock::new(maps), root, mount_fd, fd_cap: fd_cap.max(1), handles }
+        InodeTable {
+            maps: RwLock::new(maps),
+            root,
+            mount_fd,
+            fd_cap: fd_cap.max(1),
+            handles,
+            finder: Default::default(),
+        }
     }
 
     /// The inode for a FUSE inode number, reopened by handle if it was cold.
     /// None: the kernel sent an inode we never gave it or already forgot, or
-    /// the object is gone from BACKING (the caller answers ESTALE).
+    /// the object is gone from BACKING (the caller answers ESTALE). After
+    /// [`InodeTable::set_finder`] an unknown id is looked for in BACKING first.
     pub fn get(&self, ino: u64) -> Option<Arc<Inode>> {
         let (key, fmt, handle) = {
             let m = self.maps.read();
-            let s = m.by_ino.get(&ino)?;
+            let Some(s) = m.by_ino.get(&ino) else {
+                drop(m);
+                return self.refind(ino);
+            };
             if let Some(i) = &s.hot {
                 i.used.store(true, Ordering::Relaxed);
                 return Some(i.clone());
@@ -180,6 +193,24 @@ impl InodeTable {
         drop(m);
         drop(cooled);
         Some(i)
+    }
+
+    /// Looks for unknown node id `ino` with the finder, if one is set, and
+    /// adopts what it finds with one kernel reference (see `recover`).
+    fn refind(&self, ino: u64) -> Option<Arc<Inode>> {
+        let (fd, key, fmt) = self.finder.get()?.find(ino)?;
+        if ino >= SYNTHETIC_BASE || self.ino_of(&key).is_some_and(|n| n != ino) {
+            return None;
+        }
+        self.adopt(ino, key, fmt, 1, Some(fd), None);
+        let m = self.maps.read();
+        m.by_ino.get(&ino)?.hot.clone()
+    }
+
+    /// From now on unknown node ids are looked for with `finder` (a daemon
+    /// started after a crash). A second call does nothing.
+    pub fn set_finder(&self, finder: super::recover::NodeFinder) {
+        let _ = self.finder.set(finder);
     }
 
     /// The FUSE inode number of a backing object, if the kernel holds it.

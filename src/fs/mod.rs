@@ -16,8 +16,10 @@ pub mod dirlock;
 mod evict;
 pub mod handed;
 pub mod handles;
+pub mod held;
 pub mod inode;
 pub mod passthrough;
+pub mod recover;
 pub mod stamps;
 
 mod config;
@@ -451,11 +453,13 @@ impl Core {
     fn add_handle(&self, h: Handle) -> (u64, Arc<Handle>) {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         let h = Arc::new(h);
+        self.record_open(fh, h.ino);
         self.handles.write().insert(fh, h.clone());
         (fh, h)
     }
 
     fn take_handle(&self, fh: u64) -> Option<Arc<Handle>> {
+        self.record_close(fh);
         self.handles.write().remove(&fh)
     }
 

@@ -32,6 +32,23 @@ pub struct Chunk<'a> {
     pub names: &'a [Vec<u8>],
 }
 
+/// `st_ino` → path relative to BACKING of every object beneath `root` (an
+/// fd of BACKING), for finding the node ids a dead daemon gave the kernel
+/// (`fs::recover`). Entries that vanish during the walk are left out.
+pub fn map_inos(root: BorrowedFd<'_>) -> std::collections::HashMap<u64, PathBuf> {
+    let mut by_ino = std::collections::HashMap::new();
+    walk(root, |c| {
+        for name in c.names {
+            let Ok(cname) = CString::new(name.as_slice()) else { continue };
+            if let Ok(st) = sys::fstatat(c.dir, &cname) {
+                by_ino.insert(st.st_ino, c.rel.join(OsStr::from_bytes(name)));
+            }
+        }
+        true
+    });
+    by_ino
+}
+
 /// Walks the tree under `root` (an fd of BACKING), calling `visit` with every
 /// directory's names a [`Chunk`] at a time until it returns false. A
 /// subdirectory is descended when `getdents` says it is one (or, for

@@ -1,0 +1,327 @@
+//! Open handles across a crash (`-o supervise`). The kernel keeps the
+//! file handles (fh) a dead daemon answered and sends them to the next
+//! one: RELEASE always, READ/WRITE/FLUSH/FSYNC for opens that are not
+//! kernel passthrough. The budget's core guarantee, files with open handles
+//! are never evicted, must hold across the restart, and the next daemon
+//! must not give a new open an fh still in use.
+//!
+//! So each supervised daemon records its open handles (fh, node id, I/O
+//! mode with the passthrough backing id, budget bytes held) in an
+//! [`OpenTable`]: a memfd the supervisor made and holds, mapped shared by
+//! the daemon, written with atomics as handles open, settle and close
+//! (nothing to flush, nothing lost with the process). The next daemon,
+//! before it serves, makes every recorded handle its own under the same fh
+//! ([`super::Core::adopt_held_opens`]): reads and writes through old
+//! handles go on (passthrough ones in the kernel, the others through the
+//! file opened again), their files stay pinned, and their RELEASE trues up
+//! and unpins as usual. An inode whose recorded handle has no mode yet (the
+//! daemon died between the open and its plan) gets FOPEN_DIRECT_IO alone
+//! for new opens until that fh is released. Known gap: a handle recorded by
+//! a daemon killed after the open and before its reply is never released
+//! by the kernel (it resends the OPEN, which gets a new fh): its file stays
+//! pinned until the unmount.
+//!
+//! Layout: [`SLOTS`] slots of four u64 (fh, node id, [`info`], bytes
+//! held), open addressing from
+//! `fh % SLOTS`; fh 0 is a free slot (fhs start at 1). A slot whose node id
+//! is 0 is being written (or was, by a daemon killed in between): skipped.
+//! A full table records nothing more (logged once): those handles are then
+//! not protected across a crash.
+//!
+//! Lock: [`HELD`] is a leaf mutex (no other lock taken under it).
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use super::passthrough::Mode;
+
+/// Slots in the table (32 bytes each: 2 MiB).
+pub const SLOTS: usize = 1 << 16;
+/// u64 words per slot: fh, node id, I/O mode and backing id, budget bytes held.
+const W: usize = 4;
+
+/// The shared table of open handles (see the module docs).
+pub struct OpenTable {
+    words: *const AtomicU64,
+    _fd: OwnedFd,
+}
+
+// SAFETY: the mapping is only accessed through atomics and lives as long as the table.
+unsafe impl Send for OpenTable {}
+// SAFETY: as above: shared access is atomic.
+unsafe impl Sync for OpenTable {}
+
+impl OpenTable {
+    /// A new zeroed table (a memfd of `SLOTS * 32` bytes), for the
+    /// supervisor to hold and hand to each daemon. Errors: memfd_create,
+    /// ftruncate.
+    pub fn create() -> std::io::Result<OwnedFd> {
+        // SAFETY: a NUL-terminated name; flags are plain bits.
+        let fd = unsafe { libc::memfd_create(c"boundfs-open-handles".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: memfd_create just returned this fd; nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: ftruncate on our own open fd.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), (SLOTS * W * 8) as libc::off_t) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+
+    /// Maps the table in `fd` (made by [`OpenTable::create`]). Errors: mmap.
+    pub fn map(fd: OwnedFd) -> std::io::Result<OpenTable> {
+        // SAFETY: a shared read-write mapping of the whole memfd, which is
+        // SLOTS * W * 8 bytes long; never unmapped while the table lives.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                SLOTS * W * 8,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(OpenTable { words: p.cast(), _fd: fd })
+    }
+
+    fn word(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: reduced below W * SLOTS, the mapping's length in words; it
+        // is page-aligned and lives as long as the table.
+        unsafe { &*self.words.add(i % (W * SLOTS)) }
+    }
+
+    /// Records open handle `fh` of node `ino`. Returns false when full.
+    pub fn opened(&self, fh: u64, ino: u64) -> bool {
+        for probe in 0..SLOTS {
+            let s = (fh as usize).wrapping_add(probe) % SLOTS;
+            if self.word(W * s).compare_exchange(0, fh, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                self.word(W * s + 2).store(0, Ordering::Release);
+                self.word(W * s + 1).store(ino, Ordering::Release);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The slot of handle `fh`, if recorded.
+    fn slot(&self, fh: u64) -> Option<usize> {
+        (0..SLOTS)
+            .map(|probe| (fh as usize).wrapping_add(probe) % SLOTS)
+            .find(|&s| self.word(W * s).load(Ordering::Acquire) == fh)
+    }
+
+    /// Records how handle `fh` does its I/O ([`info`]) and the budget
+    /// bytes it holds (a passthrough writer's reservation).
+    pub fn set_info(&self, fh: u64, info: u64, held: u64) {
+        if let Some(s) = self.slot(fh) {
+            self.word(W * s + 3).store(held, Ordering::Release);
+            self.word(W * s + 2).store(info, Ordering::Release);
+        }
+    }
+
+    /// Forgets handle `fh` (RELEASE). Returns its node id if it was there.
+    pub fn closed(&self, fh: u64) -> Option<u64> {
+        let s = self.slot(fh)?;
+        let ino = self.word(W * s + 1).swap(0, Ordering::AcqRel);
+        self.word(W * s).store(0, Ordering::Release);
+        Some(ino)
+    }
+
+    /// The recorded (fh, node id, [`info`], bytes held).
+    pub fn live(&self) -> Vec<(u64, u64, u64, u64)> {
+        (0..SLOTS)
+            .map(|s| {
+                let w = |i| self.word(W * s + i).load(Ordering::Acquire);
+                (w(0), w(1), w(2), w(3))
+            })
+            .filter(|&(fh, ino, _, _)| fh != 0 && ino != 0)
+            .collect()
+    }
+}
+
+/// A handle's I/O mode and passthrough backing id as one word (0: not
+/// known yet: the daemon died between the open and its plan).
+pub fn info(mode: Mode, backing: Option<u32>) -> u64 {
+    let m = match mode {
+        Mode::Passthrough => 1u64,
+        Mode::Cached => 2,
+        Mode::Direct => 3,
+    };
+    m << 32 | u64::from(backing.unwrap_or(0))
+}
+
+/// [`info`]'s inverse: the mode and the backing id (None: not known).
+pub fn mode_of(info: u64) -> Option<(Mode, Option<u32>)> {
+    let raw = (info as u32 != 0).then_some(info as u32);
+    Some(match info >> 32 {
+        1 => (Mode::Passthrough, raw),
+        2 => (Mode::Cached, None),
+        3 => (Mode::Direct, None),
+        _ => return None,
+    })
+}
+
+/// The raw id of a fuser `BackingId` (fuser 0.18 shows it only through its
+/// `Debug`: `BackingId { channel: .., backing_id: N }`, or by giving it up
+/// with `into_raw`). None if the format changed (a unit test would say).
+pub fn raw_backing_id(id: &fuser::BackingId) -> Option<u32> {
+    parse_backing_debug(&format!("{id:?}"))
+}
+
+fn parse_backing_debug(d: &str) -> Option<u32> {
+    let rest = &d[d.find("backing_id: ")? + "backing_id: ".len()..];
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// This daemon's table, when supervised.
+static TABLE: OnceLock<OpenTable> = OnceLock::new();
+static FULL: AtomicBool = AtomicBool::new(false);
+
+/// Inodes with handles a dead daemon left open in an I/O mode not known
+/// (node id → how many; their opens are answered FOPEN_DIRECT_IO alone),
+/// and those handles (fh → node id).
+#[derive(Default)]
+struct Held {
+    by_fh: HashMap<u64, u64>,
+    unknown: HashMap<u64, u32>,
+}
+
+static HELD: Mutex<Option<Held>> = Mutex::new(None);
+
+/// Makes `t` this daemon's table (once, before it serves).
+pub fn install(t: OpenTable) {
+    let _ = TABLE.set(t);
+}
+
+/// Whether node `ino` has a handle a dead daemon left open in an I/O mode
+/// not known (its kernel inode may carry a passthrough backing file whose
+/// id is lost: only FOPEN_DIRECT_IO alone is sure to be accepted).
+pub fn mode_unknown(ino: u64) -> bool {
+    HELD.lock().ok().is_some_and(|h| h.as_ref().is_some_and(|h| h.unknown.contains_key(&ino)))
+}
+
+impl super::Core {
+    /// A handle was added: record it.
+    pub(super) fn record_open(&self, fh: u64, ino: u64) {
+        if let Some(t) = TABLE.get() {
+            if !t.opened(fh, ino) && !FULL.swap(true, Ordering::Relaxed) {
+                log::warn!("open handle table full ({SLOTS}): later handles are not protected across a crash");
+            }
+        }
+    }
+
+    /// Handle `fh` settled on `mode` (with this backing id, passthrough).
+    pub(super) fn record_mode(&self, fh: u64, mode: Mode, backing: Option<&fuser::BackingId>, held: u64) {
+        if let Some(t) = TABLE.get() {
+            t.set_info(fh, info(mode, backing.and_then(raw_backing_id)), held);
+        }
+    }
+
+    /// RELEASE (or a failed open) of `fh`: forget it.
+    pub(super) fn record_close(&self, fh: u64) {
+        if let Some(t) = TABLE.get() {
+            t.closed(fh);
+        }
+        let Ok(mut h) = HELD.lock() else { return };
+        let Some(h) = h.as_mut() else { return };
+        let Some(ino) = h.by_fh.remove(&fh) else { return };
+        if let Some(n) = h.unknown.get_mut(&ino) {
+            *n -= 1;
+            if *n == 0 {
+                h.unknown.remove(&ino);
+            }
+        }
+    }
+
+    /// After a crash, before serving: every open handle the dead daemon
+    /// recorded becomes a handle of this daemon under the same fh (as an
+    /// upgrade's hand-over does, `handed`): its file found by node id
+    /// (`recover`) and opened again read-write (the kernel already checked
+    /// the client's access mode), pinned and sized in the ledger, a
+    /// passthrough writer's bytes reserved again, counted in its inode's
+    /// I/O mode with its passthrough backing id (still registered on the
+    /// connection: the kernel requires a new passthrough open of that inode
+    /// to answer the same one, `IoModes::adopt`); new fhs start above them.
+    /// RELEASE then goes the usual way (true-up, unpin). Returns (handles
+    /// recorded, handles taken).
+    pub fn adopt_held_opens(&self) -> (usize, usize) {
+        let Some(t) = TABLE.get() else { return (0, 0) };
+        let mut held = Held::default();
+        let (mut n, mut taken) = (0, 0);
+        let mut raw_given = std::collections::HashSet::new();
+        for (fh, ino, info, bytes) in t.live() {
+            n += 1;
+            self.next_fh.fetch_max(fh + 1, Ordering::Relaxed);
+            let mode = mode_of(info);
+            if mode.is_none() {
+                *held.unknown.entry(ino).or_default() += 1;
+                held.by_fh.insert(fh, ino);
+            }
+            let Some(inode) = self.inodes.get(ino) else { continue };
+            let fd = crate::sys::reopen(inode.fd(), libc::O_RDWR)
+                .or_else(|_| crate::sys::reopen(inode.fd(), libc::O_RDONLY));
+            let Ok(fd) = fd else { continue };
+            let k = inode.key;
+            let _ = self.accounts.pin(k);
+            let size = crate::sys::fstat(fd.as_fd()).map(|st| crate::sys::allocated(&st)).unwrap_or(0);
+            self.accounts.opened(k, size, self.now(), self.stamp_secs);
+            let kept = if bytes > 0 { self.reserve(bytes, false).map_or(0, |r| r.settle()) } else { 0 };
+            let handle =
+                super::handles::Handle::handed(super::handles::Handle::new(fd, k, ino), mode.map(|m| m.0), kept, false);
+            if let Some((m, raw)) = mode {
+                let raw = raw.filter(|_| m == Mode::Passthrough && raw_given.insert(ino));
+                self.io.adopt(ino, m, raw);
+            }
+            self.handles.write().insert(fh, std::sync::Arc::new(handle));
+            taken += 1;
+        }
+        if let Ok(mut h) = HELD.lock() {
+            *h = Some(held);
+        }
+        (n, taken)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What one process records, another mapping of the same memfd (the
+    /// next daemon) sees; a released handle is gone; probing past a taken
+    /// slot works.
+    #[test]
+    fn a_second_mapping_sees_the_open_handles() {
+        let fd = OpenTable::create().unwrap();
+        let a = OpenTable::map(fd.try_clone().unwrap()).unwrap();
+        assert!(a.opened(7, 100));
+        assert!(a.opened(7 + SLOTS as u64, 200), "same slot: probes on");
+        assert!(a.opened(9, 300));
+        assert_eq!(a.closed(9), Some(300));
+        let b = OpenTable::map(fd).unwrap();
+        a.set_info(7, info(Mode::Passthrough, Some(3)), 5);
+        let mut live = b.live();
+        live.sort();
+        assert_eq!(live, vec![(7, 100, info(Mode::Passthrough, Some(3)), 5), (7 + SLOTS as u64, 200, 0, 0)]);
+        assert_eq!(b.closed(7 + SLOTS as u64), Some(200));
+        assert_eq!(a.live().len(), 1);
+        assert_eq!(mode_of(a.live()[0].2), Some((Mode::Passthrough, Some(3))));
+        assert_eq!(mode_of(0), None);
+        assert_eq!(mode_of(info(Mode::Cached, None)), Some((Mode::Cached, None)));
+    }
+
+    /// The id is read from fuser 0.18's `Debug` of a `BackingId` (no
+    /// public constructor to make one without a reply).
+    #[test]
+    fn reads_the_raw_backing_id() {
+        assert_eq!(parse_backing_debug("BackingId { channel: (Weak), backing_id: 42 }"), Some(42));
+        assert_eq!(parse_backing_debug("BackingId { channel: (Weak) }"), None);
+    }
+}
