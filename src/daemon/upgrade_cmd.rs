@@ -74,6 +74,16 @@ pub fn upgrade(args: &UpgradeArgs) -> Result<(), CtlError> {
             ),
         );
     }
+    if before.supervisor != 0 {
+        return fail(
+            Exit::Runtime.code(),
+            format!(
+                "the mount runs under -o supervise (supervisor pid {}), whose daemon cannot be handed to another \
+                 process yet; nothing was done. Mount without supervise to upgrade in place",
+                before.supervisor
+            ),
+        );
+    }
     let binary = match &args.binary {
         Some(b) => b.clone(),
         None => std::env::current_exe().or_else(|e| fail(1, format!("cannot find this binary: {e}")))?,
