@@ -89,10 +89,12 @@ pub(super) fn hand_over(
         fds.extend(old.iter().map(|f| f.as_fd()));
         fds.extend(c.fds.iter().map(|f| f.as_fd()));
         fds.extend(live.metrics_fd.as_ref().map(|f| f.as_fd()));
+        let stderr = std::io::stderr();
+        fds.push(stderr.as_fd());
         let left = live.gate.left();
         let metrics = live.metrics_fd.is_some();
-        let header =
-            Header { negotiated, old_fuse: old.len(), json_len: json.len(), fds: fds.len(), drained_ns, left, metrics };
+        let (old_fuse, json_len, n) = (old.len(), json.len(), fds.len());
+        let header = Header { negotiated, old_fuse, json_len, fds: n, drained_ns, left, metrics, stderr: true };
         upgrade::send_state(sock.as_fd(), &header, &json, &fds).map_err(err("sending the state"))?;
         let ok = upgrade::recv(sock.as_fd()).map_err(err("no word from the new process after the state"))?;
         if ok != b"resent" {

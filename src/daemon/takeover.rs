@@ -92,6 +92,9 @@ pub fn main(name: &str) -> ! {
         fail("the state came without the connection");
     }
     let mut rest = fds.split_off(1 + header.old_fuse);
+    if header.stderr {
+        adopt_stderr(rest.pop());
+    }
     let metrics = if header.metrics { rest.pop().map(Listener::from_fd) } else { None };
     let old_fuse_fds = fds.split_off(1);
     let Some(fuse) = fds.pop() else { fail("the state came without the connection") };
@@ -149,6 +152,15 @@ fn on_ready(notify: &Notify, sock: &OwnedFd, pid: u32, drained_ns: u64) {
         }
         close_stdout();
     });
+}
+
+/// Makes `old` (the old daemon's stderr) this process's stderr, in place
+/// of the `boundfs upgrade` caller's.
+fn adopt_stderr(old: Option<OwnedFd>) {
+    if let Some(fd) = old {
+        // SAFETY: both fds are open; fd 2 is replaced atomically.
+        unsafe { libc::dup2(fd.as_raw_fd(), 2) };
+    }
 }
 
 /// Points stdout at /dev/null (`boundfs upgrade` reads it to its end).

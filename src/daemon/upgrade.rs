@@ -66,6 +66,12 @@ pub struct Header {
     /// across the hand-over, so scrapes are never refused).
     #[serde(default)]
     pub metrics: bool,
+    /// Whether the very last fd is the old daemon's stderr: the new one
+    /// writes its log lines and messages where the old one did, and holds
+    /// nothing of the `boundfs upgrade` caller's (a caller that captures
+    /// the command's output waits for the end of its pipes).
+    #[serde(default)]
+    pub stderr: bool,
 }
 
 /// The command line the daemon was started with (set once by `main`).

@@ -42,6 +42,7 @@ fn state_and_fds_cross_a_socket_in_chunks() {
         drained_ns: 1,
         left: 0,
         metrics: false,
+        stderr: false,
     };
     let fds: Vec<BorrowedFd<'_>> = files.iter().map(|f| f.as_fd()).collect();
     let sender = std::thread::scope(|sc| {

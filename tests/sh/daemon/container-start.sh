@@ -7,7 +7,9 @@
 # container of mount/boundfs-daemonset.yaml is started as the manifest gives
 # it (command + args, the image's paths under the scratch root, the
 # manifest's BACKING and MOUNTPOINT mapped to this test's): it mounts; after
-# a SIGKILL of the daemon (a crash: the dead mount stays, ENOTCONN) the same
+# a SIGKILL of the container's processes (a crash of the container: its
+# main process, the supervisor of `supervise`, and the daemon it runs; the
+# dead mount stays, ENOTCONN) the same
 # start command mounts again (it detaches the dead mount first, as
 # boundfs@.service does); a third start beside the live mount is refused
 # with exit 3 and leaves it alone; SIGTERM ends it with exit 0.
@@ -99,8 +101,12 @@ start_container() {
 
 start_container 1
 echo one >"$MNT/a.bin" || fail "write through the first container's mount"
-kill -KILL "$BFS_DPID"
+# the container dies whole: its main process first (a supervisor would
+# otherwise restart its daemon), then the processes under it
+kids=$(cat "/proc/$BFS_DPID/task/$BFS_DPID/children" 2>/dev/null)
+kill -KILL "$BFS_DPID" $kids
 bfs_wait_exit "$BFS_DPID" 5 || fail "the killed daemon did not exit"; BFS_DPID=""
+for k in $kids; do bfs_wait_exit "$k" 5 || fail "the container's process $k did not exit"; done
 assert_errno ENOTCONN stat "$MNT"
 log "SIGKILL: the dead mount stays at $MNT (ENOTCONN)"
 
