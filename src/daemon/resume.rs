@@ -83,7 +83,10 @@ pub fn resume(opts: &Options, core: &Arc<Core>, fs: BoundFs, r: Resume) -> Resul
         // After a crash: the kernel's node ids are found again in BACKING.
         core.recover_node_ids(Box::new(crate::workers::walk::map_inos))?;
         let (held, taken) = core.adopt_held_opens();
-        log::info!("{held} open handles left by the previous daemon, {taken} taken over");
+        let done = crate::fs::inflight::take_done();
+        log::info!(
+            "{held} open handles left by the previous daemon, {taken} taken over; {done} requests it had done and not answered"
+        );
     }
     if let Some((state, fds)) = state {
         let (inodes, handles) = (state.inodes.len(), state.handles.len());

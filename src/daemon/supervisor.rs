@@ -73,6 +73,8 @@ const READY: u8 = b'Y';
 static SUPERVISED: AtomicBool = AtomicBool::new(false);
 static CONNECTION: Mutex<Option<OwnedFd>> = Mutex::new(None);
 static NEGOTIATED: OnceLock<Arc<OnceLock<Negotiated>>> = OnceLock::new();
+/// The daemon's /dev/fuse fds before its session ran (its clones come on top).
+static FDS_BEFORE: OnceLock<usize> = OnceLock::new();
 
 /// Whether this daemon runs under a supervisor (then it starts no watchdog).
 pub fn supervised() -> bool {
@@ -86,9 +88,13 @@ pub fn take_connection() -> Option<OwnedFd> {
 }
 
 /// The daemon records where its INIT lands (`BoundFs::negotiated`), for
-/// the report to the supervisor.
+/// the report to the supervisor, and (supervised) how many /dev/fuse fds it
+/// has before its session runs and makes a clone per reader thread.
 pub fn started(n: &Arc<OnceLock<Negotiated>>) {
     let _ = NEGOTIATED.set(n.clone());
+    if supervised() {
+        let _ = FDS_BEFORE.set(fuse_fds_except(-1).len());
+    }
 }
 
 /// One message: tag, minor (4 bytes), flags (8 bytes), native order.
@@ -207,11 +213,15 @@ pub fn daemon_main(opts: &Options, notify: &Notify, sock: OwnedFd) -> Result<(),
 
 /// Tells the supervisor this daemon serves: the negotiated INIT and every
 /// /dev/fuse file it has (waits up to 5 s for the session to make its
-/// `threads - 1` clones).
+/// `threads - 1` clones, on top of the fds it had before: the count alone
+/// was reached by the connection and the session's own fd, so a report
+/// could go out before the clone, which then died with the daemon and took
+/// the request it had read down with ECONNABORTED).
 fn report_serving(sock: BorrowedFd<'_>, threads: usize) {
     let start = Instant::now();
+    let want = FDS_BEFORE.get().copied().unwrap_or(1) + threads.saturating_sub(1);
     let mut fds = fuse_fds_except(sock.as_raw_fd());
-    while fds.len() < threads && start.elapsed() < Duration::from_secs(5) {
+    while fds.len() < want && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(1));
         fds = fuse_fds_except(sock.as_raw_fd());
     }

@@ -16,10 +16,12 @@
 //! file opened again), their files stay pinned, and their RELEASE trues up
 //! and unpins as usual. An inode whose recorded handle has no mode yet (the
 //! daemon died between the open and its plan) gets FOPEN_DIRECT_IO alone
-//! for new opens until that fh is released. Known gap: a handle recorded by
-//! a daemon killed after the open and before its reply is never released
-//! by the kernel (it resends the OPEN, which gets a new fh): its file stays
-//! pinned until the unmount.
+//! for new opens until that fh is released. A handle recorded by a daemon
+//! killed after the open and before its reply is never released by the
+//! kernel (it resends the OPEN): the journal of requests in flight
+//! (`inflight`) names it, and the resent OPEN or CREATE releases it before
+//! opening again; only a kill between the open and its journal mark leaves
+//! it pinned until the unmount.
 //!
 //! Layout: [`SLOTS`] slots of four u64 (fh, node id, [`info`], bytes
 //! held), open addressing from
@@ -41,6 +43,9 @@ use super::passthrough::Mode;
 pub const SLOTS: usize = 1 << 16;
 /// u64 words per slot: fh, node id, I/O mode and backing id, budget bytes held.
 const W: usize = 4;
+/// Bytes of the memfd: the table, then the journal of requests in flight
+/// (`inflight`).
+const BYTES: usize = (SLOTS * W + super::inflight::WORDS) * 8;
 
 /// The shared table of open handles (see the module docs).
 pub struct OpenTable {
@@ -54,7 +59,8 @@ unsafe impl Send for OpenTable {}
 unsafe impl Sync for OpenTable {}
 
 impl OpenTable {
-    /// A new zeroed table (a memfd of `SLOTS * 32` bytes), for the
+    /// A new zeroed table (a memfd of `SLOTS * 32` bytes, then the
+    /// journal of requests in flight, 64 KiB), for the
     /// supervisor to hold and hand to each daemon. Errors: memfd_create,
     /// ftruncate.
     pub fn create() -> std::io::Result<OwnedFd> {
@@ -66,7 +72,7 @@ impl OpenTable {
         // SAFETY: memfd_create just returned this fd; nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         // SAFETY: ftruncate on our own open fd.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), (SLOTS * W * 8) as libc::off_t) } != 0 {
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), BYTES as libc::off_t) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
         Ok(fd)
@@ -75,11 +81,11 @@ impl OpenTable {
     /// Maps the table in `fd` (made by [`OpenTable::create`]). Errors: mmap.
     pub fn map(fd: OwnedFd) -> std::io::Result<OpenTable> {
         // SAFETY: a shared read-write mapping of the whole memfd, which is
-        // SLOTS * W * 8 bytes long; never unmapped while the table lives.
+        // BYTES long; never unmapped while the table lives.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                SLOTS * W * 8,
+                BYTES,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
@@ -96,6 +102,13 @@ impl OpenTable {
         // SAFETY: reduced below W * SLOTS, the mapping's length in words; it
         // is page-aligned and lives as long as the table.
         unsafe { &*self.words.add(i % (W * SLOTS)) }
+    }
+
+    /// Word `i` of the region after the table (the journal, `inflight`).
+    pub(super) fn extra_word(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: reduced below the journal's length; the mapping holds
+        // W * SLOTS + inflight::WORDS words and lives as long as the table.
+        unsafe { &*self.words.add(W * SLOTS + i % super::inflight::WORDS) }
     }
 
     /// Records open handle `fh` of node `ino`. Returns false when full.
@@ -199,6 +212,11 @@ static HELD: Mutex<Option<Held>> = Mutex::new(None);
 /// Makes `t` this daemon's table (once, before it serves).
 pub fn install(t: OpenTable) {
     let _ = TABLE.set(t);
+}
+
+/// This daemon's table (None: not supervised).
+pub(super) fn table() -> Option<&'static OpenTable> {
+    TABLE.get()
 }
 
 /// Whether node `ino` has a handle a dead daemon left open in an I/O mode

@@ -17,6 +17,7 @@ mod evict;
 pub mod handed;
 pub mod handles;
 pub mod held;
+pub mod inflight;
 pub mod inode;
 pub mod passthrough;
 pub mod recover;

@@ -24,6 +24,7 @@ mod backing;
 mod errors;
 pub mod gated;
 pub mod handover;
+mod resent;
 mod timing;
 
 /// Stack depth asked for passthrough: BACKING may itself be on a stacked
@@ -290,49 +291,37 @@ impl Filesystem for BoundFs {
         }
     }
 
+    // MKNOD, MKDIR, UNLINK, RMDIR, SYMLINK, RENAME, LINK: journaled while in
+    // flight, so that a resend after a crash of one already done answers as
+    // done (`resent`).
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
-        let _timer = self.begin(Op::Mknod);
-        match self.core.mknod(parent, name, self.creation_mode(parent, mode, umask), rdev, who(req)) {
-            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(self, reply, Mknod, Target::Entry(parent, name), e),
-        }
+        let mode = self.creation_mode(parent, mode, umask);
+        self.made(req, Op::Mknod, (parent, name), reply, || self.core.mknod(parent, name, mode, rdev, who(req)));
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        let _timer = self.begin(Op::Mkdir);
-        match self.core.mkdir(parent, name, self.creation_mode(parent, mode, umask), who(req)) {
-            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(self, reply, Mkdir, Target::Entry(parent, name), e),
-        }
+        let mode = self.creation_mode(parent, mode, umask);
+        self.made(req, Op::Mkdir, (parent, name), reply, || self.core.mkdir(parent, name, mode, who(req)));
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _timer = self.begin(Op::Unlink);
-        match self.core.unlink(parent, name) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply_err!(self, reply, Unlink, Target::Entry(parent, name), e),
-        }
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let target = (Target::Entry(parent, name), name);
+        self.removed(req, Op::Unlink, target, reply, || self.core.unlink(parent, name));
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _timer = self.begin(Op::Rmdir);
-        match self.core.rmdir(parent, name) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply_err!(self, reply, Rmdir, Target::Entry(parent, name), e),
-        }
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let target = (Target::Entry(parent, name), name);
+        self.removed(req, Op::Rmdir, target, reply, || self.core.rmdir(parent, name));
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        let _timer = self.begin(Op::Symlink);
-        match self.core.symlink(parent, link_name, target, who(req)) {
-            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(self, reply, Symlink, Target::Entry(parent, link_name), e),
-        }
+        let at = (parent, link_name);
+        self.made(req, Op::Symlink, at, reply, || self.core.symlink(parent, link_name, target, who(req)));
     }
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -340,24 +329,23 @@ impl Filesystem for BoundFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let _timer = self.begin(Op::Rename);
-        match self.core.rename(parent, name, newparent, newname, flags.bits()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply_err!(self, reply, Rename, Target::Rename(parent, name, newparent, newname), e),
-        }
+        let target = (Target::Rename(parent, name, newparent, newname), name);
+        self.removed(req, Op::Rename, target, reply, || {
+            self.core.rename(parent, name, newparent, newname, flags.bits())
+        });
     }
 
-    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
-        let _timer = self.begin(Op::Link);
-        match self.core.link(ino, newparent, newname) {
-            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
-            Err(e) => reply_err!(self, reply, Link, Target::Entry(newparent, newname), e),
-        }
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        self.made(req, Op::Link, (newparent, newname), reply, || self.core.link(ino, newparent, newname));
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _timer = self.begin(Op::Open);
+        let opening = self.opening(req);
         let answer = self.core.open(ino, flags.0).and_then(|o| self.answer(o, |fd| self.backing(&reply, ino, fd)));
+        if let Ok((fh, ..)) = answer {
+            opening.opened(fh, None);
+        }
         match answer {
             Ok((fh, f, Some(id))) => reply.opened_passthrough(FileHandle(fh), f, &id),
             Ok((fh, f, None)) => reply.opened(FileHandle(fh), f),
@@ -561,10 +549,16 @@ impl Filesystem for BoundFs {
         reply: ReplyCreate,
     ) {
         let _timer = self.begin(Op::Create);
+        let opening = self.opening(req);
+        // A CREATE the dead daemon had done made the file: open it.
+        let flags = if opening.done_before { flags & !libc::O_EXCL } else { flags };
         let answer = self
             .core
             .create(parent, name, self.creation_mode(parent, mode, umask), flags, who(req))
             .and_then(|(a, o)| Ok((a, self.answer(o, |fd| reply.open_backing(fd))?)));
+        if let Ok((_, (fh, ..))) = answer {
+            opening.opened(fh, Some(name));
+        }
         let (ttl, g) = (&self.ttl, Generation(0));
         match answer {
             Ok((a, (fh, f, Some(id)))) => reply.created_passthrough(ttl, &a, g, FileHandle(fh), f, &id),

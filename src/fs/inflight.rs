@@ -1,0 +1,178 @@
+//! Requests a dead daemon carried out but never answered (`-o supervise`).
+//!
+//! After a crash the kernel resends every request the dead daemon had read
+//! and not answered (FUSE_NOTIFY_RESEND: the same unique with
+//! FUSE_UNIQUE_RESEND set, `fuse_resend` in fs/fuse/dev.c), and the next
+//! daemon runs it again. For a read that gives the same answer; for a
+//! request that changes the namespace it does not: a MKDIR already done
+//! answers EEXIST, an UNLINK or RENAME already done ENOENT, and an OPEN or
+//! CREATE already done leaves the first handle open for good (its fh never
+//! reached the kernel, which therefore never releases it: the file stays
+//! pinned, never evicted, until the unmount).
+//!
+//! So each supervised daemon journals these requests in the supervisor's
+//! memfd, after the open handle table (`held`): one slot per request in
+//! flight, (unique, outcome), claimed when the request starts, marked done
+//! (with the fh it opened, if any) once the backing call succeeded, freed
+//! once the reply is written. The next daemon takes the marks left behind
+//! before it serves ([`take_done`]); a resent request found there
+//! ([`done_before`]) is answered as done: MKDIR, MKNOD, SYMLINK and LINK
+//! with the entry of what they made, UNLINK, RMDIR and RENAME with success,
+//! and an OPEN or CREATE first releases the handle the dead daemon opened
+//! (adopted under its fh by `held`) and then opens again.
+//!
+//! Windows: a daemon killed between the backing call and the mark leaves
+//! a request not known to be done, which answers its error as before; a
+//! reply that went out before the slot was freed leaves a mark no resend
+//! will match (dropped with the rest at the next restart).
+//!
+//! Layout: [`SLOTS`] slots of two u64: the unique (FUSE_UNIQUE_RESEND
+//! cleared; 0: free) and the outcome ([`DONE`] | fh; 0 while in flight),
+//! open addressing from `unique % SLOTS`. Lock: [`DONE_BEFORE`] is a leaf
+//! mutex.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::held::OpenTable;
+
+/// Journal slots (one per request in flight; a daemon has at most its
+/// reader threads' requests in flight). 64 KiB after the handle table.
+pub const SLOTS: usize = 4096;
+/// u64 words the journal adds to the supervisor's memfd.
+pub const WORDS: usize = 2 * SLOTS;
+/// FUSE_UNIQUE_RESEND (include/uapi/linux/fuse.h): the bit the kernel sets
+/// in the unique of a resent request.
+pub const RESEND: u64 = 1 << 63;
+/// The outcome's bit for "the backing call succeeded".
+const DONE: u64 = 1 << 63;
+
+impl OpenTable {
+    fn jword(&self, i: usize) -> &AtomicU64 {
+        self.extra_word(i % WORDS)
+    }
+
+    /// Claims a slot for request `unique` (resend bit ignored). None when
+    /// the journal is full (the request then runs unjournaled).
+    pub fn journal_begin(&self, unique: u64) -> Option<usize> {
+        let u = unique & !RESEND;
+        if u == 0 {
+            return None;
+        }
+        (0..SLOTS).map(|p| (u as usize).wrapping_add(p) % SLOTS).find(|&s| {
+            let won = self.jword(2 * s).compare_exchange(0, u, Ordering::AcqRel, Ordering::Relaxed).is_ok();
+            if won {
+                self.jword(2 * s + 1).store(0, Ordering::Release);
+            }
+            won
+        })
+    }
+
+    /// Marks slot `s` done, with the fh it opened (0: none).
+    pub fn journal_done(&self, s: usize, fh: u64) {
+        self.jword(2 * s + 1).store(DONE | fh, Ordering::Release);
+    }
+
+    /// Frees slot `s` (its reply is written).
+    pub fn journal_end(&self, s: usize) {
+        self.jword(2 * s + 1).store(0, Ordering::Release);
+        self.jword(2 * s).store(0, Ordering::Release);
+    }
+
+    /// The done requests a previous daemon left (unique → fh, 0 for none),
+    /// every slot freed.
+    pub fn journal_take(&self) -> HashMap<u64, u64> {
+        let mut done = HashMap::new();
+        for s in 0..SLOTS {
+            let u = self.jword(2 * s).load(Ordering::Acquire);
+            let out = self.jword(2 * s + 1).swap(0, Ordering::AcqRel);
+            if u != 0 && out & DONE != 0 {
+                done.insert(u, out & !DONE);
+            }
+            self.jword(2 * s).store(0, Ordering::Release);
+        }
+        done
+    }
+}
+
+/// What the previous daemon had done and not answered (unique → fh).
+static DONE_BEFORE: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+
+/// One journaled request of this daemon: mark it done with
+/// [`Ticket::done`]; dropping it (after the reply) frees its slot.
+pub struct Ticket {
+    slot: Option<usize>,
+}
+
+/// Starts journaling request `unique` (nothing without a supervisor).
+pub fn begin(unique: u64) -> Ticket {
+    Ticket { slot: super::held::table().and_then(|t| t.journal_begin(unique)) }
+}
+
+impl Ticket {
+    /// The backing call succeeded; `fh`: the handle it opened (0: none).
+    pub fn done(&self, fh: u64) {
+        if let (Some(s), Some(t)) = (self.slot, super::held::table()) {
+            t.journal_done(s, fh);
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let (Some(s), Some(t)) = (self.slot, super::held::table()) {
+            t.journal_end(s);
+        }
+    }
+}
+
+/// After a crash, before serving: takes the dead daemon's done requests
+/// from the journal. Returns how many.
+pub fn take_done() -> usize {
+    let done = super::held::table().map(OpenTable::journal_take).unwrap_or_default();
+    let n = done.len();
+    if let Ok(mut d) = DONE_BEFORE.lock() {
+        *d = Some(done);
+    }
+    n
+}
+
+/// Whether request `unique` is a resend of one the dead daemon had done:
+/// Some(fh it opened, 0 for none), once.
+pub fn done_before(unique: u64) -> Option<u64> {
+    if unique & RESEND == 0 {
+        return None;
+    }
+    DONE_BEFORE.lock().ok()?.as_mut()?.remove(&(unique & !RESEND))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A daemon killed between the mark and the reply leaves its done
+    /// requests for the next mapping; one killed before the mark, or one
+    /// that finished, leaves nothing.
+    #[test]
+    fn the_next_daemon_sees_what_the_dead_one_had_done() {
+        let fd = OpenTable::create().unwrap();
+        let dead = OpenTable::map(fd.try_clone().unwrap()).unwrap();
+        let mkdir = dead.journal_begin(10).unwrap();
+        let open = dead.journal_begin(12 + SLOTS as u64 * 2).unwrap();
+        let unlink = dead.journal_begin(14).unwrap();
+        let answered = dead.journal_begin(16).unwrap();
+        dead.journal_done(mkdir, 0);
+        dead.journal_done(open, 7);
+        dead.journal_done(answered, 0);
+        dead.journal_end(answered);
+        let _ = unlink; // killed before its mark
+        assert!(dead.opened(7, 100), "the handle table beside it is untouched");
+        let next = OpenTable::map(fd).unwrap();
+        let done = next.journal_take();
+        assert_eq!(done, HashMap::from([(10, 0), (12 + SLOTS as u64 * 2, 7)]));
+        assert!(next.journal_take().is_empty(), "taken once, slots freed");
+        assert_eq!(next.live(), vec![(7, 100, 0, 0)]);
+        assert_eq!(next.journal_begin(RESEND | 10), Some(10), "the resend bit is not part of the key");
+    }
+}
