@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # TIMEOUT: 420
-# A kill never wedges the mount: ROUNDS times (default 100),
+# A kill never wedges the mount: ROUNDS times (default 50; 200 with
+# BOUNDFS_LONG),
 # 4 writer threads store 2 MiB blocks into new hash directories past a small
 # budget (eviction reaps emptied directories, so the daemon sends the kernel
 # entry invalidations while clients' MKDIRs hold the parents' locks) and the
@@ -13,7 +14,7 @@
 # ROUNDS=N runs N rounds, VERBOSE_ROUNDS=1 logs each.
 . "$(dirname "$0")/../lib.sh"
 
-ROUNDS=${ROUNDS:-100}
+if [ -n "${BOUNDFS_LONG:-}" ]; then ROUNDS=${ROUNDS:-200}; else ROUNDS=${ROUNDS:-50}; fi
 SEED=${BFS_WEDGE_SEED:-$$}
 RANDOM=$SEED
 log "$ROUNDS rounds, random seed $SEED (BFS_WEDGE_SEED=$SEED replays the kill moments)"
