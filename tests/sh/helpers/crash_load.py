@@ -2,9 +2,10 @@
 """A vLLM-style store/load load for crash-recovery scenarios.
 
 crash_load.py MNT STOPFILE OUT.json [--threads N] [--held N] [--size BYTES]
-              [--bound SECONDS] [--seed S]
+              [--bound SECONDS] [--seed S] [--held-dir NAME]
 
-Before the load: --held blocks are stored and opened read-only, and stay
+Before the load: --held blocks are stored (in MNT/NAME, default held) and
+opened read-only, and stay
 open for the whole run (their bytes are checked through those fds all
 along and at the end). Then --threads threads loop until STOPFILE exists:
 store a block into a new hash directory (os.makedirs: MKDIRs; O_DIRECT
@@ -50,6 +51,8 @@ class Load:
         name = errno.errorcode.get(e.errno, str(e.errno)) if isinstance(e, OSError) else type(e).__name__
         with self.lock:
             self.errors[name] = self.errors.get(name, 0) + 1
+            if sum(self.errors.values()) <= 5:
+                print(f"crash_load: {e}", flush=True)
 
     def call(self, what, fn, *args):
         t = threading.get_ident()
@@ -150,7 +153,7 @@ class Load:
 
     def run(self):
         self.held = []
-        d = os.path.join(self.a.mnt, "held")
+        d = os.path.join(self.a.mnt, self.a.held_dir)
         os.makedirs(d, exist_ok=True)
         for k in range(self.a.held):
             name = f"held-{k}.bin"
@@ -194,6 +197,7 @@ def main():
     p.add_argument("--size", type=int, default=1 << 20)
     p.add_argument("--bound", type=float, default=10.0)
     p.add_argument("--seed", default="0")
+    p.add_argument("--held-dir", default="held")
     a = p.parse_args()
     r = Load(a).run()
     with open(a.out, "w") as f:
