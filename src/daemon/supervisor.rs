@@ -212,7 +212,7 @@ pub fn daemon_main(opts: &Options, notify: &Notify, sock: OwnedFd) -> Result<(),
 }
 
 /// Tells the supervisor this daemon serves: the negotiated INIT and every
-/// /dev/fuse file it has (waits up to 5 s for the session to make its
+/// /dev/fuse file it has (waits up to 1 s for the session to make its
 /// `threads - 1` clones, on top of the fds it had before: the count alone
 /// was reached by the connection and the session's own fd, so a report
 /// could go out before the clone, which then died with the daemon and took
@@ -221,7 +221,7 @@ fn report_serving(sock: BorrowedFd<'_>, threads: usize) {
     let start = Instant::now();
     let want = FDS_BEFORE.get().copied().unwrap_or(1) + threads.saturating_sub(1);
     let mut fds = fuse_fds_except(sock.as_raw_fd());
-    while fds.len() < want && start.elapsed() < Duration::from_secs(5) {
+    while fds.len() < want && start.elapsed() < Duration::from_secs(1) {
         std::thread::sleep(Duration::from_millis(1));
         fds = fuse_fds_except(sock.as_raw_fd());
     }
@@ -270,6 +270,11 @@ pub fn run(
     }
     let table = crate::fs::held::OpenTable::create().map_err(|e| format!("open handle table: {e}"))?;
     let fuse = super::mount_kernel(opts)?;
+    let conn = crate::claim::mounts()
+        .into_iter()
+        .rev()
+        .find(|m| m.point == opts.mountpoint && m.fstype == "fuse.boundfs")
+        .map(|m| m.dev);
     let metrics = listener.map(super::metrics_http::Listener::into_fd);
     let mut sup = Supervisor {
         opts,
@@ -281,6 +286,7 @@ pub fn run(
         clones: Vec::new(),
         restarts: 0,
         dead: Vec::new(),
+        conn,
     };
     let mut daemon = match sup.start_retrying() {
         Ok(d) => d,
@@ -352,6 +358,9 @@ struct Supervisor<'a> {
     /// Dead daemons not yet reaped (a wedged one exits only after the
     /// next daemon answered what it left).
     dead: Vec<Child>,
+    /// The mount's device in /proc/self/mountinfo (0, the connection's
+    /// number), if found after mounting.
+    conn: Option<(u32, u32)>,
 }
 
 impl Supervisor<'_> {
@@ -428,6 +437,12 @@ impl Supervisor<'_> {
         Ok(Daemon { child, sock: ours, since: Instant::now() })
     }
 
+    /// Whether the mount is still there (in /proc/self/mountinfo; a lazy
+    /// unmount takes it out at once). True when its device was not found.
+    fn mounted(&self) -> bool {
+        self.conn.is_none_or(|dev| crate::claim::mounts().iter().any(|m| m.dev == dev))
+    }
+
     /// Waits until `d` ends (see [`End`]), unmounting on SIGINT/SIGTERM and
     /// reaping dead daemons as they finish exiting.
     fn watch(&mut self, d: &mut Daemon, signal: &AtomicUsize, stopping: &mut bool, opts: &Options) -> End {
@@ -451,7 +466,10 @@ impl Supervisor<'_> {
                 Ok(Some(st)) => return End::Died(format!("ended ({st})")),
                 Ok(None) | Err(_) => {}
             }
-            if main_thread_dead(pid) {
+            // A daemon ending after the unmount loses its main thread
+            // before it is reaped, too: that is no death while the mount is
+            // gone (the loop reaps it).
+            if main_thread_dead(pid) && self.mounted() {
                 return End::Died("died (its main thread is gone, a thread is still in the kernel)".into());
             }
         }
