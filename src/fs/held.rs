@@ -21,10 +21,14 @@
 //! kernel (it resends the OPEN): the journal of requests in flight
 //! (`inflight`) names it, and the resent OPEN or CREATE releases it before
 //! opening again; only a kill between the open and its journal mark leaves
-//! it pinned until the unmount.
+//! it pinned until the unmount. A handle whose file is gone by then (it was
+//! unlinked while open, and the dead daemon's fd was its last) or whose
+//! inode number another object has since ([`identity`] differs) is not
+//! taken: its requests fail with EBADF, and it is never bound to another
+//! file.
 //!
-//! Layout: [`SLOTS`] slots of four u64 (fh, node id, [`info`], bytes
-//! held), open addressing from
+//! Layout: [`SLOTS`] slots of five u64 (fh, node id, [`info`], bytes
+//! held, [`identity`]), open addressing from
 //! `fh % SLOTS`; fh 0 is a free slot (fhs start at 1). A slot whose node id
 //! is 0 is being written (or was, by a daemon killed in between): skipped.
 //! A full table records nothing more (logged once): those handles are then
@@ -39,10 +43,13 @@ use std::sync::{Mutex, OnceLock};
 
 use super::passthrough::Mode;
 
-/// Slots in the table (32 bytes each: 2 MiB).
+/// Slots in the table (40 bytes each: 2.5 MiB).
 pub const SLOTS: usize = 1 << 16;
-/// u64 words per slot: fh, node id, I/O mode and backing id, budget bytes held.
-const W: usize = 4;
+/// The node id of a handle whose file was gone after a crash ([`OpenTable::kill`]).
+pub const DEAD: u64 = u64::MAX;
+/// u64 words per slot: fh, node id, I/O mode and backing id, budget bytes
+/// held, identity ([`identity`]).
+const W: usize = 5;
 /// Bytes of the memfd: the table, then the journal of requests in flight
 /// (`inflight`).
 const BYTES: usize = (SLOTS * W + super::inflight::WORDS) * 8;
@@ -59,7 +66,7 @@ unsafe impl Send for OpenTable {}
 unsafe impl Sync for OpenTable {}
 
 impl OpenTable {
-    /// A new zeroed table (a memfd of `SLOTS * 32` bytes, then the
+    /// A new zeroed table (a memfd of `SLOTS * 40` bytes, then the
     /// journal of requests in flight, 64 KiB), for the
     /// supervisor to hold and hand to each daemon. Errors: memfd_create,
     /// ftruncate.
@@ -111,12 +118,15 @@ impl OpenTable {
         unsafe { &*self.words.add(W * SLOTS + i % super::inflight::WORDS) }
     }
 
-    /// Records open handle `fh` of node `ino`. Returns false when full.
-    pub fn opened(&self, fh: u64, ino: u64) -> bool {
+    /// Records open handle `fh` of node `ino`, whose backing object is
+    /// `ident` ([`identity`]; 0: not known). Returns false when full.
+    pub fn opened(&self, fh: u64, ino: u64, ident: u64) -> bool {
         for probe in 0..SLOTS {
             let s = (fh as usize).wrapping_add(probe) % SLOTS;
             if self.word(W * s).compare_exchange(0, fh, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
                 self.word(W * s + 2).store(0, Ordering::Release);
+                self.word(W * s + 3).store(0, Ordering::Release);
+                self.word(W * s + 4).store(ident, Ordering::Release);
                 self.word(W * s + 1).store(ino, Ordering::Release);
                 return true;
             }
@@ -140,6 +150,15 @@ impl OpenTable {
         }
     }
 
+    /// Marks handle `fh` dead: its file is gone, its slot stays (with node
+    /// id [`DEAD`]) until the kernel releases it, so that no later daemon
+    /// gives its fh number to another handle.
+    pub fn kill(&self, fh: u64) {
+        if let Some(s) = self.slot(fh) {
+            self.word(W * s + 1).store(DEAD, Ordering::Release);
+        }
+    }
+
     /// Forgets handle `fh` (RELEASE). Returns its node id if it was there.
     pub fn closed(&self, fh: u64) -> Option<u64> {
         let s = self.slot(fh)?;
@@ -148,14 +167,14 @@ impl OpenTable {
         Some(ino)
     }
 
-    /// The recorded (fh, node id, [`info`], bytes held).
-    pub fn live(&self) -> Vec<(u64, u64, u64, u64)> {
+    /// The recorded (fh, node id, [`info`], bytes held, identity).
+    pub fn live(&self) -> Vec<(u64, u64, u64, u64, u64)> {
         (0..SLOTS)
             .map(|s| {
                 let w = |i| self.word(W * s + i).load(Ordering::Acquire);
-                (w(0), w(1), w(2), w(3))
+                (w(0), w(1), w(2), w(3), w(4))
             })
-            .filter(|&(fh, ino, _, _)| fh != 0 && ino != 0)
+            .filter(|&(fh, ino, ..)| fh != 0 && ino != 0)
             .collect()
     }
 }
@@ -169,6 +188,17 @@ pub fn info(mode: Mode, backing: Option<u32>) -> u64 {
         Mode::Direct => 3,
     };
     m << 32 | u64::from(backing.unwrap_or(0))
+}
+
+/// The identity of the backing object behind `fd`: a hash of its file
+/// handle (`name_to_handle_at`, which carries the inode's generation), so
+/// an object given a freed inode number has another one. 0 where the
+/// filesystem gives no handle.
+pub fn identity(fd: std::os::fd::BorrowedFd<'_>) -> u64 {
+    let Ok(h) = crate::sys::file_handle(fd) else { return 0 };
+    // FNV-1a, 64 bits.
+    let x = h.iter().fold(0xcbf2_9ce4_8422_2325u64, |x, &b| (x ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    x.max(1)
 }
 
 /// [`info`]'s inverse: the mode and the backing id (None: not known).
@@ -227,10 +257,10 @@ pub fn mode_unknown(ino: u64) -> bool {
 }
 
 impl super::Core {
-    /// A handle was added: record it.
-    pub(super) fn record_open(&self, fh: u64, ino: u64) {
+    /// A handle was added (on backing file `fd`): record it.
+    pub(super) fn record_open(&self, fh: u64, ino: u64, fd: std::os::fd::BorrowedFd<'_>) {
         if let Some(t) = TABLE.get() {
-            if !t.opened(fh, ino) && !FULL.swap(true, Ordering::Relaxed) {
+            if !t.opened(fh, ino, identity(fd)) && !FULL.swap(true, Ordering::Relaxed) {
                 log::warn!("open handle table full ({SLOTS}): later handles are not protected across a crash");
             }
         }
@@ -275,18 +305,33 @@ impl super::Core {
         let mut held = Held::default();
         let (mut n, mut taken) = (0, 0);
         let mut raw_given = std::collections::HashSet::new();
-        for (fh, ino, info, bytes) in t.live() {
+        for (fh, ino, info, bytes, ident) in t.live() {
             n += 1;
             self.next_fh.fetch_max(fh + 1, Ordering::Relaxed);
+            // Its file gone (unlinked while open: the dead daemon's fd was
+            // the last), or its inode number given to another object since:
+            // the handle is dropped (its requests get EBADF), never bound
+            // to another file; its slot stays marked dead until RELEASE, so
+            // no daemon gives its fh to another handle meanwhile.
+            if ino == DEAD {
+                continue;
+            }
+            let Some(inode) = self.inodes.get(ino).filter(|i| ident == 0 || identity(i.fd()) == ident) else {
+                t.kill(fh);
+                log::warn!("open handle {fh} (node {ino}): its file is gone; the handle fails from now on (EBADF)");
+                continue;
+            };
+            let fd = crate::sys::reopen(inode.fd(), libc::O_RDWR)
+                .or_else(|_| crate::sys::reopen(inode.fd(), libc::O_RDONLY));
+            let Ok(fd) = fd else {
+                t.kill(fh);
+                continue;
+            };
             let mode = mode_of(info);
             if mode.is_none() {
                 *held.unknown.entry(ino).or_default() += 1;
                 held.by_fh.insert(fh, ino);
             }
-            let Some(inode) = self.inodes.get(ino) else { continue };
-            let fd = crate::sys::reopen(inode.fd(), libc::O_RDWR)
-                .or_else(|_| crate::sys::reopen(inode.fd(), libc::O_RDONLY));
-            let Ok(fd) = fd else { continue };
             let k = inode.key;
             let _ = self.accounts.pin(k);
             let size = crate::sys::fstat(fd.as_fd()).map(|st| crate::sys::allocated(&st)).unwrap_or(0);
@@ -319,15 +364,15 @@ mod tests {
     fn a_second_mapping_sees_the_open_handles() {
         let fd = OpenTable::create().unwrap();
         let a = OpenTable::map(fd.try_clone().unwrap()).unwrap();
-        assert!(a.opened(7, 100));
-        assert!(a.opened(7 + SLOTS as u64, 200), "same slot: probes on");
-        assert!(a.opened(9, 300));
+        assert!(a.opened(7, 100, 0));
+        assert!(a.opened(7 + SLOTS as u64, 200, 42));
+        assert!(a.opened(9, 300, 0));
         assert_eq!(a.closed(9), Some(300));
         let b = OpenTable::map(fd).unwrap();
         a.set_info(7, info(Mode::Passthrough, Some(3)), 5);
         let mut live = b.live();
         live.sort();
-        assert_eq!(live, vec![(7, 100, info(Mode::Passthrough, Some(3)), 5), (7 + SLOTS as u64, 200, 0, 0)]);
+        assert_eq!(live, vec![(7, 100, info(Mode::Passthrough, Some(3)), 5, 0), (7 + SLOTS as u64, 200, 0, 0, 42)]);
         assert_eq!(b.closed(7 + SLOTS as u64), Some(200));
         assert_eq!(a.live().len(), 1);
         assert_eq!(mode_of(a.live()[0].2), Some((Mode::Passthrough, Some(3))));

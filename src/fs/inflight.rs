@@ -16,15 +16,19 @@
 //! (with the fh it opened, if any) once the backing call succeeded, freed
 //! once the reply is written. The next daemon takes the marks left behind
 //! before it serves ([`take_done`]); a resent request found there
-//! ([`done_before`]) is answered as done: MKDIR, MKNOD, SYMLINK and LINK
-//! with the entry of what they made, UNLINK, RMDIR and RENAME with success,
-//! and an OPEN or CREATE first releases the handle the dead daemon opened
-//! (adopted under its fh by `held`) and then opens again.
+//! ([`done_before`]) is answered as done without running it again (a
+//! RENAME_EXCHANGE run twice would undo itself): MKDIR, MKNOD, SYMLINK and
+//! LINK with the entry of what they made, UNLINK, RMDIR and RENAME with
+//! success, and an OPEN or CREATE first releases the handle the dead daemon
+//! opened (adopted under its fh by `held`) and then opens again. A mark
+//! stays in the journal until its resend is answered, so a daemon killed
+//! in between leaves it to the next.
 //!
 //! Windows: a daemon killed between the backing call and the mark leaves
-//! a request not known to be done, which answers its error as before; a
-//! reply that went out before the slot was freed leaves a mark no resend
-//! will match (dropped with the rest at the next restart).
+//! a request not known to be done, which runs again (EEXIST or ENOENT as
+//! a rule; an exchange undone); a reply that went out before the slot was
+//! freed leaves a mark no resend will match (dropped [`EXPIRE_AFTER`]
+//! later).
 //!
 //! Layout: [`SLOTS`] slots of two u64: the unique (FUSE_UNIQUE_RESEND
 //! cleared; 0: free) and the outcome ([`DONE`] | fh; 0 while in flight),
@@ -80,24 +84,33 @@ impl OpenTable {
         self.jword(2 * s).store(0, Ordering::Release);
     }
 
-    /// The done requests a previous daemon left (unique → fh, 0 for none),
-    /// every slot freed.
-    pub fn journal_take(&self) -> HashMap<u64, u64> {
+    /// The done requests previous daemons left (unique → (fh, 0 for none;
+    /// slot)). Their slots stay taken until each is answered
+    /// ([`done_before`]) or expires ([`expire`]), so a daemon killed
+    /// before it answered a resend leaves the mark for the next one; the
+    /// slots of requests that were not done are freed.
+    pub fn journal_take(&self) -> HashMap<u64, (u64, usize)> {
         let mut done = HashMap::new();
         for s in 0..SLOTS {
             let u = self.jword(2 * s).load(Ordering::Acquire);
-            let out = self.jword(2 * s + 1).swap(0, Ordering::AcqRel);
+            let out = self.jword(2 * s + 1).load(Ordering::Acquire);
             if u != 0 && out & DONE != 0 {
-                done.insert(u, out & !DONE);
+                done.insert(u, (out & !DONE, s));
+            } else {
+                self.journal_end(s);
             }
-            self.jword(2 * s).store(0, Ordering::Release);
         }
         done
     }
 }
 
-/// What the previous daemon had done and not answered (unique → fh).
-static DONE_BEFORE: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+/// What the previous daemons had done and not answered (unique → (fh, slot)).
+static DONE_BEFORE: Mutex<Option<HashMap<u64, (u64, usize)>>> = Mutex::new(None);
+
+/// How long after a restart the marks no resend matched are dropped (the
+/// kernel resends at once, so by then each was a request whose reply went
+/// out before its slot was freed).
+pub const EXPIRE_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One journaled request of this daemon: mark it done with
 /// [`Ticket::done`]; dropping it (after the reply) frees its slot.
@@ -127,24 +140,46 @@ impl Drop for Ticket {
     }
 }
 
-/// After a crash, before serving: takes the dead daemon's done requests
-/// from the journal. Returns how many.
+/// After a crash, before serving: takes the done requests the dead
+/// daemons left in the journal, and drops those no resend matched
+/// [`EXPIRE_AFTER`] later (a thread). Returns how many.
 pub fn take_done() -> usize {
     let done = super::held::table().map(OpenTable::journal_take).unwrap_or_default();
     let n = done.len();
     if let Ok(mut d) = DONE_BEFORE.lock() {
         *d = Some(done);
     }
+    if n > 0 {
+        let _ = std::thread::Builder::new().name("inflight-expire".into()).spawn(|| {
+            std::thread::sleep(EXPIRE_AFTER);
+            expire();
+        });
+    }
     n
 }
 
-/// Whether request `unique` is a resend of one the dead daemon had done:
-/// Some(fh it opened, 0 for none), once.
+/// Frees the slots of the marks no resend matched.
+fn expire() {
+    let Some(left) = DONE_BEFORE.lock().ok().and_then(|mut d| d.take()) else { return };
+    if let Some(t) = super::held::table() {
+        for (_, s) in left.into_values() {
+            t.journal_end(s);
+        }
+    }
+}
+
+/// Whether request `unique` is a resend of one a dead daemon had done:
+/// Some(fh it opened, 0 for none), once (its mark's slot is freed: the
+/// caller's own ticket, marked done, carries it on).
 pub fn done_before(unique: u64) -> Option<u64> {
     if unique & RESEND == 0 {
         return None;
     }
-    DONE_BEFORE.lock().ok()?.as_mut()?.remove(&(unique & !RESEND))
+    let (fh, s) = DONE_BEFORE.lock().ok()?.as_mut()?.remove(&(unique & !RESEND))?;
+    if let Some(t) = super::held::table() {
+        t.journal_end(s);
+    }
+    Some(fh)
 }
 
 #[cfg(test)]
@@ -167,12 +202,20 @@ mod tests {
         dead.journal_done(answered, 0);
         dead.journal_end(answered);
         let _ = unlink; // killed before its mark
-        assert!(dead.opened(7, 100), "the handle table beside it is untouched");
-        let next = OpenTable::map(fd).unwrap();
+        assert!(dead.opened(7, 100, 0), "the handle table beside it is untouched");
+        let next = OpenTable::map(fd.try_clone().unwrap()).unwrap();
         let done = next.journal_take();
-        assert_eq!(done, HashMap::from([(10, 0), (12 + SLOTS as u64 * 2, 7)]));
-        assert!(next.journal_take().is_empty(), "taken once, slots freed");
-        assert_eq!(next.live(), vec![(7, 100, 0, 0)]);
-        assert_eq!(next.journal_begin(RESEND | 10), Some(10), "the resend bit is not part of the key");
+        let fhs: HashMap<u64, u64> = done.iter().map(|(&u, &(fh, _))| (u, fh)).collect();
+        assert_eq!(fhs, HashMap::from([(10, 0), (12 + SLOTS as u64 * 2, 7)]));
+        assert_eq!(next.live().len(), 1, "the handle table beside it is untouched");
+        // The next daemon answers the mkdir's resend (its own ticket takes
+        // another slot; the mark's is freed) and is killed before the open's:
+        // the daemon after it still finds the open done.
+        assert_ne!(next.journal_begin(RESEND | 10), Some(mkdir), "the mark's slot stays taken");
+        next.journal_end(done[&10].1);
+        let after = OpenTable::map(fd).unwrap();
+        let left = after.journal_take();
+        assert_eq!(left.keys().copied().collect::<Vec<_>>(), vec![12 + SLOTS as u64 * 2]);
+        assert_eq!(left[&(12 + SLOTS as u64 * 2)].0, 7);
     }
 }

@@ -454,7 +454,7 @@ impl Core {
     fn add_handle(&self, h: Handle) -> (u64, Arc<Handle>) {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         let h = Arc::new(h);
-        self.record_open(fh, h.ino);
+        self.record_open(fh, h.ino, h.fd.as_fd());
         self.handles.write().insert(fh, h.clone());
         (fh, h)
     }

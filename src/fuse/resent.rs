@@ -8,7 +8,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::OnceLock;
 
-use fuser::{Errno, FileAttr, Generation, INodeNo, ReplyEmpty, ReplyEntry, Request};
+use fuser::{FileAttr, Generation, INodeNo, ReplyEmpty, ReplyEntry, Request};
 
 use super::{BoundFs, errors};
 use crate::fs::inflight::{self, RESEND, Ticket};
@@ -17,9 +17,10 @@ use crate::stats::Op;
 
 impl BoundFs {
     /// MKDIR, MKNOD, SYMLINK and LINK (`op`) making `parent`/`name`: runs
-    /// `make` journaled and answers its entry. A resend of one the dead
-    /// daemon had done (EEXIST now) is answered with the entry found there.
-    /// Errors: `make`'s, as the backing call gave them.
+    /// `make` journaled and answers its entry. A resend of one a dead
+    /// daemon had done is not run again: it is answered with the entry
+    /// found there. Errors: `make`'s, as the backing call gave them (the
+    /// lookup's for a resend).
     pub(super) fn made(
         &self,
         req: &Request,
@@ -31,14 +32,14 @@ impl BoundFs {
         let _timer = self.begin(op);
         let unique = u64::from(req.unique());
         let ticket = inflight::begin(unique);
-        let made = match make() {
-            Ok(a) => {
+        let made = if inflight::done_before(unique).is_some() {
+            ticket.done(0);
+            self.core.lookup(parent, name)
+        } else {
+            make().inspect(|_| {
                 ticket.done(0);
                 crash_point(unique, name);
-                Ok(a)
-            }
-            Err(Errno::EEXIST) if inflight::done_before(unique).is_some() => self.core.lookup(parent, name),
-            Err(e) => Err(e),
+            })
         };
         match made {
             Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
@@ -47,9 +48,10 @@ impl BoundFs {
     }
 
     /// UNLINK, RMDIR and RENAME (`op`) of `name` (the source, in `target`):
-    /// runs `remove` journaled and answers success. A resend of one the dead
-    /// daemon had done (ENOENT now) is answered with success. Errors:
-    /// `remove`'s, as the backing call gave them.
+    /// runs `remove` journaled and answers success. A resend of one a dead
+    /// daemon had done is not run again (a RENAME_EXCHANGE run twice undoes
+    /// itself): it is answered with success. Errors: `remove`'s, as the
+    /// backing call gave them.
     pub(super) fn removed(
         &self,
         req: &Request,
@@ -61,13 +63,16 @@ impl BoundFs {
         let _timer = self.begin(op);
         let unique = u64::from(req.unique());
         let ticket = inflight::begin(unique);
+        if inflight::done_before(unique).is_some() {
+            ticket.done(0);
+            return reply.ok();
+        }
         match remove() {
             Ok(()) => {
                 ticket.done(0);
                 crash_point(unique, name);
                 reply.ok()
             }
-            Err(Errno::ENOENT) if inflight::done_before(unique).is_some() => reply.ok(),
             Err(e) => reply.error(errors::failed(&self.core, op, target, e)),
         }
     }
