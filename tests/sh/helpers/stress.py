@@ -133,7 +133,7 @@ def writer(a, sh, w, out):
             sh.gen[i] = gen
             sh.end[i] += 1
         except OSError as e:
-            res["violations"].append("store %d gen %d: %s %s" % (i, gen, ename(e), e.strerror))
+            res["violations"].append("store %d gen %d: %s %s (%s)" % (i, gen, ename(e), e.strerror, e.filename))
             continue
         if not rewrite:
             mine.append(i)
