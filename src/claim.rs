@@ -196,6 +196,12 @@ pub fn boundfs_mounts() -> Vec<(String, PathBuf)> {
     mounts().into_iter().filter(|m| m.fstype == "fuse.boundfs").map(|m| (m.source, m.point)).collect()
 }
 
+/// The `fuse.boundfs` mount at `point` in /proc/self/mountinfo (the
+/// last, the one on top, when several are stacked there).
+pub fn boundfs_mount_at(point: &Path) -> Option<MountEntry> {
+    mounts().into_iter().rev().find(|m| m.point == point && m.fstype == "fuse.boundfs")
+}
+
 /// One line of /proc/self/mountinfo.
 #[derive(Debug, Clone)]
 pub struct MountEntry {

@@ -270,11 +270,7 @@ pub fn run(
     }
     let table = crate::fs::held::OpenTable::create().map_err(|e| format!("open handle table: {e}"))?;
     let fuse = super::mount_kernel(opts)?;
-    let conn = crate::claim::mounts()
-        .into_iter()
-        .rev()
-        .find(|m| m.point == opts.mountpoint && m.fstype == "fuse.boundfs")
-        .map(|m| m.dev);
+    let conn = crate::claim::boundfs_mount_at(&opts.mountpoint).map(|m| m.dev);
     let metrics = listener.map(super::metrics_http::Listener::into_fd);
     let mut sup = Supervisor {
         opts,

@@ -96,11 +96,7 @@ impl Drop for Watchdog {
 /// is not in /proc/self/mountinfo, fusectl is not mounted and cannot be
 /// (not root), its `abort` file cannot be opened, the spawn failed.
 pub fn start(mountpoint: &Path, log: &LogTo) -> Result<Watchdog, String> {
-    let m = claim::mounts()
-        .into_iter()
-        .rev()
-        .find(|m| m.point == mountpoint && m.fstype == "fuse.boundfs")
-        .ok_or("the mount is not in /proc/self/mountinfo")?;
+    let m = claim::boundfs_mount_at(mountpoint).ok_or("the mount is not in /proc/self/mountinfo")?;
     if m.dev.0 != 0 {
         return Err(format!("the mount's device {}:{} is not a FUSE connection's", m.dev.0, m.dev.1));
     }

@@ -54,7 +54,7 @@ const DONE: u64 = 1 << 63;
 
 impl OpenTable {
     fn jword(&self, i: usize) -> &AtomicU64 {
-        self.extra_word(i % WORDS)
+        self.extra_word(i)
     }
 
     /// Claims a slot for request `unique` (resend bit ignored). None when
