@@ -272,6 +272,9 @@ impl Reconciler {
         if r.changed() {
             core.maybe_wake_evictor();
         }
+        // Counted here, not by the thread: the shared tier's sweeper waits
+        // for a pass to adopt what a left node listed (`fs::shared::orphans`).
+        Stats::add(&core.stats().reconciles, 1);
         r
     }
 
@@ -463,7 +466,6 @@ pub fn run(core: Arc<Core>, mut rec: Reconciler, interval: Duration) {
         gap = REQUEST_MIN_GAP;
         let t0 = Instant::now();
         let r = rec.pass(&core);
-        Stats::add(&core.stats().reconciles, 1);
         Stats::add(&core.stats().reconcile_fixes, r.adopted + r.dropped + r.resized + r.restored);
         Stats::add(&core.stats().stale_tmp_removed, r.stale_removed);
         Stats::add(&core.stats().reconcile_dirs_read, r.dirs_read);

@@ -183,6 +183,8 @@ struct Io {
     /// Bytes adopted from nodes that left (see [`super::orphans`]) still to
     /// come off the drift (a beat's transaction failed).
     off_drift: i64,
+    /// Left nodes' objects not known here yet (see [`super::orphans`]).
+    pending: super::orphans::Pending,
 }
 
 /// Bytes a node takes at a time beyond what it lacks, and keeps unused at
@@ -384,13 +386,15 @@ impl Core {
             io.ensure_id();
             let me = io.id.clone();
             // The cached lease directory: this runs every second.
+            let mut pending = std::mem::take(&mut io.pending);
             match self.grant_dir(&mut io) {
                 Ok(lease) => {
-                    let adopted = self.orphans_adopt(lease, &me);
+                    let adopted = self.orphans_adopt(lease, &me, &mut pending);
                     io.off_drift += adopted;
                 }
                 Err(e) => crate::warn_limited!("shared tier: could not open the lease directory: {e:?}"),
             }
+            io.pending = pending;
         }
         let off_drift = io.off_drift;
         let r = self.grant_transaction(&mut io, |rec, me, st| {

@@ -213,3 +213,29 @@ fn a_node_found_reclaimed_takes_its_count_back_and_keeps_what_it_stored_since() 
     assert_eq!(rec.drift + nets, blocks_in(d.path()) as i64, "both blocks counted, once: {rec:?}");
     assert_eq!(nets, blocks_in(d.path()) as i64, "b took its count back from the drift: {rec:?}");
 }
+
+#[test]
+fn a_left_nodes_block_the_sweeper_did_not_know_yet_is_adopted_after_its_next_reconcile_pass() {
+    let d = tempfile::tempdir().unwrap();
+    let a = node(d.path(), 16 * MIB);
+    // b starts (and takes a line in the record) before a's store: it learns
+    // of x.bin only at a reconcile pass.
+    let b = node(d.path(), 16 * MIB);
+    store(&b, "z.bin", &vec![3u8; MIB as usize]);
+    store(&a, "x.bin", &vec![1u8; MIB as usize]);
+    a.grant_leave(a.shared_tier().unwrap());
+    let tier = b.shared_tier().unwrap();
+    b.grant_beat(tier, true);
+    assert!(
+        drift_of(d.path()) >= MIB as i64,
+        "not known yet: x.bin stays in the drift for now: {}",
+        drift_of(d.path())
+    );
+    let net = b.accounts().grant_state().net;
+    b.grant_beat(tier, true);
+    assert_eq!(b.accounts().grant_state().net, net, "no pass has run: nothing new is adopted");
+    crate::workers::reconcile::Reconciler::new(std::time::Duration::ZERO).pass(&b);
+    b.grant_beat(tier, true);
+    assert!(drift_of(d.path()) < MIB as i64 / 2, "adopted after the pass: drift {}", drift_of(d.path()));
+    assert!(b.accounts().grant_state().net - net >= MIB as i64, "x.bin is b's now");
+}

@@ -20,8 +20,10 @@
 //! - an object gone from the path (or replaced by another inode) was taken
 //!   off the drift by the node that removed it, or was removed behind the
 //!   mounts and stays in the drift (on the safe side);
-//! - an object there that its ledger does not know yet stays in the drift
-//!   until a node removes it.
+//! - an object there that its ledger does not know yet (a node that stored
+//!   and unmounted within one reconcile pass) is tried again after each of
+//!   the sweeper's next [`PENDING_PASSES`] reconcile passes, which learn it;
+//!   what is still unknown then stays in the drift until a node removes it.
 //!
 //! The bytes of the adopted objects come off the drift in the beat's
 //! transaction, after the adoption, so the tree is never counted short. A
@@ -39,10 +41,27 @@ use fuser::Errno;
 use super::journal::{escape, unescape};
 use crate::fs::Core;
 use crate::key::{FileKey, key_of};
+use crate::stats::Stats;
 use crate::sys;
 
 /// Directory of the leaving nodes' lists inside the lease directory.
 pub const ORPHANS_DIR: &str = "orphans";
+
+/// Reconcile passes after which the sweeper stops trying to adopt a left
+/// node's objects its ledger did not know when it claimed the list.
+pub const PENDING_PASSES: u32 = 3;
+
+/// A left node's objects the sweeper claimed but did not know yet, kept in
+/// its memory (lost with it: they then stay in the drift, on the safe side).
+#[derive(Default)]
+pub(super) struct Pending {
+    /// `(inode number, bytes, path)`, as listed.
+    lines: Vec<(u64, u64, PathBuf)>,
+    /// The node's reconcile count at the last try.
+    at_pass: u64,
+    /// Tries left, one per reconcile pass.
+    passes_left: u32,
+}
 
 /// Renders a list of objects, `(inode number, bytes, path)`, one line each.
 fn render(objects: &[(u64, u64, PathBuf)]) -> Vec<u8> {
@@ -122,23 +141,23 @@ impl Core {
     /// and removes the list. Returns the
     /// bytes to take off the drift. Errors are logged; what was not read
     /// stays in the drift.
-    pub(super) fn orphans_adopt(&self, lease: BorrowedFd<'_>, me: &str) -> i64 {
+    pub(super) fn orphans_adopt(&self, lease: BorrowedFd<'_>, me: &str, pending: &mut Pending) -> i64 {
+        let mut off_drift = self.adopt_pending(pending);
         let dir = match orphans_dir_in(lease, false) {
             Ok(d) => d,
-            Err(e) if e == Errno::ENOENT => return 0,
+            Err(e) if e == Errno::ENOENT => return off_drift,
             Err(e) => {
                 crate::warn_limited!("shared tier: could not open {ORPHANS_DIR} in the lease directory: {e:?}");
-                return 0;
+                return off_drift;
             }
         };
         let names = match sys::getdents(dir.as_raw_fd()) {
             Ok(n) => n,
             Err(e) => {
                 crate::warn_limited!("shared tier: could not list {ORPHANS_DIR}: {e:?}");
-                return 0;
+                return off_drift;
             }
         };
-        let mut off_drift = 0;
         for ent in names.iter().filter(|e| !e.name.starts_with(b".")) {
             let (Ok(name), Ok(claimed)) = (
                 CString::new(ent.name.clone()),
@@ -151,7 +170,15 @@ impl Core {
                 continue;
             }
             match self.read_claimed(&dir, &claimed) {
-                Ok(lines) => off_drift += self.adopt_lines(&lines),
+                Ok(lines) => {
+                    let (adopted, unknown) = self.adopt_lines(&lines);
+                    off_drift += adopted;
+                    if !unknown.is_empty() {
+                        pending.lines.extend(unknown);
+                        pending.at_pass = Stats::get(&self.stats().reconciles);
+                        pending.passes_left = PENDING_PASSES;
+                    }
+                }
                 Err(e) => {
                     crate::warn_limited!("shared tier: could not read a left node's list in {ORPHANS_DIR}: {e:?}")
                 }
@@ -183,11 +210,34 @@ impl Core {
         Ok(parse(&buf[..n]))
     }
 
+    /// Tries `pending` again once a reconcile pass has run since the last
+    /// try; returns the bytes adopted.
+    fn adopt_pending(&self, pending: &mut Pending) -> i64 {
+        let pass = Stats::get(&self.stats().reconciles);
+        if pending.lines.is_empty() || pass == pending.at_pass {
+            return 0;
+        }
+        let (adopted, unknown) = self.adopt_lines(&std::mem::take(&mut pending.lines));
+        pending.at_pass = pass;
+        pending.passes_left = pending.passes_left.saturating_sub(1);
+        if pending.passes_left > 0 {
+            pending.lines = unknown;
+        } else if !unknown.is_empty() {
+            log::info!(
+                "shared tier: {} objects of nodes that left are still not known here after {PENDING_PASSES} \
+                 reconcile passes; their bytes leave the drift when a node removes them",
+                unknown.len()
+            );
+        }
+        adopted
+    }
+
     /// Adopts `lines` (see the module docs); returns the bytes listed of
-    /// those adopted.
-    fn adopt_lines(&self, lines: &[(u64, u64, PathBuf)]) -> i64 {
-        let Ok(root) = sys::fstat(self.root().fd()) else { return 0 };
-        let (mut adopted, mut gone, mut kept) = (0i64, 0i64, 0i64);
+    /// those adopted, and the lines of objects still at their path that the
+    /// ledger does not know yet.
+    fn adopt_lines(&self, lines: &[(u64, u64, PathBuf)]) -> (i64, Vec<(u64, u64, PathBuf)>) {
+        let Ok(root) = sys::fstat(self.root().fd()) else { return (0, Vec::new()) };
+        let (mut adopted, mut gone, mut unknown) = (0i64, 0i64, Vec::new());
         for (ino, bytes, path) in lines {
             let key = FileKey { dev: root.st_dev, ino: *ino };
             if self.accounts().adopt_local(key, path) {
@@ -195,15 +245,16 @@ impl Core {
             } else if self.gone_from(key, path) {
                 gone += *bytes as i64;
             } else {
-                kept += *bytes as i64;
+                unknown.push((*ino, *bytes, path.clone()));
             }
         }
+        let kept: u64 = unknown.iter().map(|l| l.1).sum();
         log::info!(
             "shared tier: a node that left had {} objects: {adopted} bytes adopted here, {gone} bytes gone, \
-             {kept} bytes not known here yet (they leave the drift when a node removes them)",
+             {kept} bytes not known here yet (tried again after the next reconcile passes)",
             lines.len()
         );
-        adopted
+        (adopted, unknown)
     }
 
     /// Whether the object `key` is no longer at `path` beneath BACKING.

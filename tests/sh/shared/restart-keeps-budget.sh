@@ -5,7 +5,8 @@
 # budget the nodes share. Unmounting moves the node's net into the
 # record's drift (bytes no node counts) and lists its objects in
 # BACKING/.boundfs/orphans; the sweeper (node 1) adopts them at its next
-# beat and takes their bytes off the drift (src/fs/shared/orphans.rs).
+# beat (or after its next reconcile pass, for blocks it did not know yet)
+# and takes their bytes off the drift (src/fs/shared/orphans.rs).
 # Without the adoption the drift keeps the left node's bytes after its
 # blocks are evicted, and usage settles at max_size minus what it held.
 # Checked from outside: the drift falls back under one block within 10 s
