@@ -66,7 +66,7 @@ pub(super) fn hand_over(
     // exits slowly), then the threads: the stamper writes its pending
     // stamps, so the LRU order survives in BACKING's mtimes.
     if let Some(t) = live.threads.take() {
-        t.stop(core);
+        t.stop_for_hand_over(core);
     }
     let stopped_at = t0.elapsed();
     live.gate.close_and_drain();

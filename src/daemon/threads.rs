@@ -18,6 +18,9 @@ use crate::workers::{evictor, reconcile, scan, stamp, warm, watch, writers};
 /// The running background threads. See the module docs.
 pub struct Threads {
     stop: Arc<AtomicBool>,
+    /// Set before `stop` by [`Threads::stop_for_hand_over`]: the session
+    /// goes on in another process.
+    handing_over: Arc<AtomicBool>,
     workers: Vec<std::io::Result<thread::JoinHandle<()>>>,
     metrics: Option<thread::JoinHandle<()>>,
     http: Option<metrics_http::Serving>,
@@ -41,6 +44,7 @@ impl Threads {
         let stamp_root = sys::reopen(core.root().fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
         let index_root = sys::reopen(core.root().fd(), libc::O_PATH).map_err(|e| format!("reopen BACKING: {e:?}"))?;
         let stop = Arc::new(AtomicBool::new(false));
+        let handing_over = Arc::new(AtomicBool::new(false));
         let mut workers = Vec::new();
         if index {
             let (c, s) = (core.clone(), stop.clone());
@@ -82,11 +86,11 @@ impl Threads {
             .ok()
             .flatten();
         {
-            let (c, s) = (core.clone(), stop.clone());
+            let (c, s, h) = (core.clone(), stop.clone(), handing_over.clone());
             workers.push(
                 thread::Builder::new()
                     .name("evictor".into())
-                    .spawn(move || evictor::run(c, || s.load(Ordering::Relaxed))),
+                    .spawn(move || evictor::run(c, || s.load(Ordering::Relaxed), || !h.load(Ordering::Relaxed))),
             );
             let (c, s) = (core.clone(), stop.clone());
             workers.push(
@@ -140,7 +144,18 @@ impl Threads {
                 warm::run(c, &mnt, n, || s.load(Ordering::Relaxed));
             }));
         }
-        Ok(Threads { stop, workers, metrics, http, watchdog })
+        Ok(Threads { stop, handing_over, workers, metrics, http, watchdog })
+    }
+
+    /// A hand-over (`daemon::handoff`): stops them as [`Threads::stop`]
+    /// does, but the session goes on in the next process, so the emptied
+    /// directories waiting for the kernel to forget them are not removed
+    /// (at an unmount they are). Removing them here took directories from
+    /// under clients still storing into them: `makedirs` found the name
+    /// (EEXIST) and then no directory.
+    pub fn stop_for_hand_over(self, core: &Core) {
+        self.handing_over.store(true, Ordering::Relaxed);
+        self.stop(core)
     }
 
     /// Stops every thread (each finishes what it is doing: the stamp writer

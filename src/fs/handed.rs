@@ -9,6 +9,7 @@
 //! (its start-up index), the open handles pin their keys again.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -78,6 +79,11 @@ pub struct HandedState {
     pub dirs: Vec<HandedDir>,
     /// Raw passthrough backing ids registered on the connection, by inode.
     pub backing: Vec<(u64, u32)>,
+    /// Directories eviction emptied that wait for the kernel to forget
+    /// them (`Core::reap_empty_dirs`): paths relative to BACKING, as bytes
+    /// (a name need not be UTF-8). Absent from an older daemon's state.
+    #[serde(default)]
+    pub emptied: Vec<Vec<u8>>,
 }
 
 /// [`Core::collect_state`]'s result: the state and the fds it indexes.
@@ -160,7 +166,8 @@ impl Core {
             dirs.push(HandedDir { fh, fd });
         }
         let next_fh = self.next_fh.load(std::sync::atomic::Ordering::Relaxed);
-        Ok(Collected { state: HandedState { next_fh, inodes, handles: hs, dirs, backing }, fds })
+        let emptied = self.emptied_queued().into_iter().map(|p| p.into_os_string().into_vec()).collect();
+        Ok(Collected { state: HandedState { next_fh, inodes, handles: hs, dirs, backing, emptied }, fds })
     }
 
     /// Takes over `state` with `fds` (indexed by it) from the daemon that
@@ -212,6 +219,15 @@ impl Core {
             }
         }
         self.next_fh.fetch_max(state.next_fh, std::sync::atomic::Ordering::Relaxed);
+        if !state.emptied.is_empty() {
+            log::info!(
+                "hand-over: {} emptied directories wait for the kernel to forget them before their removal",
+                state.emptied.len()
+            );
+        }
+        for rel in state.emptied {
+            self.queue_emptied(std::ffi::OsString::from_vec(rel).into());
+        }
         if lost > 0 {
             log::warn!("hand-over: {lost} inodes, handles or directory streams could not be taken over");
         }

@@ -91,6 +91,12 @@ impl Core {
         self.empty_dirs.queue.lock().push(e);
     }
 
+    /// The directories waiting in the queue (relative to BACKING), for a
+    /// hand-over to pass on (`fs::handed`).
+    pub(crate) fn emptied_queued(&self) -> Vec<PathBuf> {
+        self.empty_dirs.queue.lock().iter().map(|e| e.rel.clone()).collect()
+    }
+
     /// Removes directories that eviction left empty, up to but not including
     /// BACKING. A directory is removed only once the kernel has forgotten its
     /// inode (no client has it as a cwd, an open directory or a resolved

@@ -55,8 +55,12 @@ impl SweepLog {
 /// The background evictor: sleeps until usage passes the high watermark,
 /// then evicts down to the low watermark. Runs until `stop` returns true.
 /// Shared mode: tries the sweeper lease every second and sweeps only while
-/// it holds it.
-pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
+/// it holds it. At the stop, `session_ended` says whether the FUSE session
+/// has ended (an unmount: the emptied directories still queued are removed,
+/// since the kernel holds none of them) or goes on in another process (a
+/// hand-over, `daemon::handoff`: they stay, as the kernel may still hold
+/// them and clients keep making stores in them until the gate closes).
+pub fn run(core: Arc<Core>, stop: impl Fn() -> bool, session_ended: impl Fn() -> bool) {
     let mut sweeps = SweepLog::default();
     let mut lease = crate::fs::shared::lease::SweeperLease::default();
     // Background eviction waits for the start-up index, which sets the LRU
@@ -74,8 +78,9 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool) {
             if let Some(t) = core.shared_tier() {
                 core.grant_leave(t);
             }
-            // `stop` is set once the FUSE session has ended.
-            core.reap_empty_dirs_at_unmount();
+            if session_ended() {
+                core.reap_empty_dirs_at_unmount();
+            }
             return;
         }
         // Every node removes the directories its own evictions emptied (a
