@@ -17,9 +17,13 @@ fn state_round_trips_through_json() {
         }],
         dirs: vec![HandedDir { fh: 40, fd: 3 }],
         backing: vec![(7, 5)],
+        emptied: vec![b"abc/d\xffe".to_vec()],
     };
     let text = serde_json::to_vec(&s).unwrap();
     assert_eq!(serde_json::from_slice::<HandedState>(&text).unwrap(), s);
+    // An older daemon's state has no `emptied`.
+    let old = br#"{"next_fh":1,"inodes":[],"handles":[],"dirs":[],"backing":[]}"#;
+    assert!(serde_json::from_slice::<HandedState>(old).unwrap().emptied.is_empty());
 }
 
 /// A handed passthrough id is reused by the next open that needs one, and
