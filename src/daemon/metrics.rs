@@ -141,8 +141,18 @@ pub fn write(core: &Core, path: &Path, mountpoint: &str) {
 
 /// The writer thread's body: rewrites the file every `interval` (the caller
 /// wrote it once already, before the mount was reported live) until `stop`
-/// is set (wake it with `Thread::unpark`), then removes it.
-pub fn run(core: Arc<Core>, path: PathBuf, mountpoint: String, interval: Duration, stop: &AtomicBool) {
+/// is set (wake it with `Thread::unpark`), then removes it; unless
+/// `handing_over` is set too (an upgrade: the next daemon rewrites it
+/// within its first `interval`), when it writes it a last time instead, so
+/// that a scrape during the hand-over still finds the mount's metrics.
+pub fn run(
+    core: Arc<Core>,
+    path: PathBuf,
+    mountpoint: String,
+    interval: Duration,
+    stop: &AtomicBool,
+    handing_over: &AtomicBool,
+) {
     let mut next = Instant::now() + interval;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -152,6 +162,9 @@ pub fn run(core: Arc<Core>, path: PathBuf, mountpoint: String, interval: Duratio
         }
         write(&core, &path, &mountpoint);
         next = now + interval;
+    }
+    if handing_over.load(Ordering::Relaxed) {
+        return write(&core, &path, &mountpoint);
     }
     if let Err(e) = std::fs::remove_file(&path) {
         if e.kind() != std::io::ErrorKind::NotFound {

@@ -115,11 +115,12 @@ impl Threads {
         }
         let metrics = match &opts.metrics_file {
             Some(path) => {
-                let (c, s, path) = (core.clone(), stop.clone(), path.clone());
+                let (c, s, h, path) = (core.clone(), stop.clone(), handing_over.clone(), path.clone());
                 let (mnt, every) = (opts.mountpoint.display().to_string(), opts.metrics_interval);
                 metrics::write(core, &path, &mnt);
-                let t =
-                    thread::Builder::new().name("metrics".into()).spawn(move || metrics::run(c, path, mnt, every, &s));
+                let t = thread::Builder::new()
+                    .name("metrics".into())
+                    .spawn(move || metrics::run(c, path, mnt, every, &s, &h));
                 Some(t.map_err(|e| format!("cannot start the metrics writer: {e}"))?)
             }
             None => None,
@@ -150,9 +151,9 @@ impl Threads {
     /// A hand-over (`daemon::handoff`): stops them as [`Threads::stop`]
     /// does, but the session goes on in the next process, so the emptied
     /// directories waiting for the kernel to forget them are not removed
-    /// (at an unmount they are). Removing them here took directories from
+    /// (at an unmount they are; removing them here took directories from
     /// under clients still storing into them: `makedirs` found the name
-    /// (EEXIST) and then no directory.
+    /// (EEXIST) and then no directory), and the metrics file stays.
     pub fn stop_for_hand_over(self, core: &Core) {
         self.handing_over.store(true, Ordering::Relaxed);
         self.stop(core)
