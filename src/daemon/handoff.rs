@@ -82,8 +82,9 @@ pub(super) fn hand_over(
         Err(e) => return take_back(serving, live, opts, notify, core, fuse, vec![], negotiated, format!("{e}")),
     };
     let backing = core.take_backing_ids(fuser::BackingId::into_raw);
+    let collected = core.collect_state(backing.clone()).map_err(err("collecting the state"));
     let sent = (|| -> Result<(), String> {
-        let c = core.collect_state(backing.clone()).map_err(err("collecting the state"))?;
+        let c = collected.as_ref().map_err(Clone::clone)?;
         let json = upgrade::state_json(&c.state);
         let mut fds: Vec<BorrowedFd<'_>> = vec![fuse.as_fd()];
         fds.extend(old.iter().map(|f| f.as_fd()));
@@ -119,6 +120,9 @@ pub(super) fn hand_over(
         Ok(()) => std::process::exit(0),
         Err(e) => {
             core.restore_backing_ids(backing);
+            if let Ok(c) = collected {
+                core.requeue_invalidations(c.state.inval_entries, c.state.inval_attrs);
+            }
             take_back(serving, live, opts, notify, core, fuse, old, negotiated, e)
         }
     }
