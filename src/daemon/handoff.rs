@@ -117,7 +117,16 @@ pub(super) fn hand_over(
         // Exit without dropping anything: the backing ids stay registered
         // (their BackingId wrappers were taken apart), the new process holds
         // the connection and the clones.
-        Ok(()) => std::process::exit(0),
+        Ok(()) => {
+            // Shared tier: leave the budget record only now that the next
+            // daemon serves (its own line) and no request runs here; left
+            // while requests still flowed, a store put this node's line back
+            // and it outlived the process by RECLAIM_AFTER.
+            if let Some(t) = core.shared_tier() {
+                core.grant_leave(t);
+            }
+            std::process::exit(0)
+        }
         Err(e) => {
             core.restore_backing_ids(backing);
             if let Ok(c) = collected {

@@ -56,10 +56,13 @@ impl SweepLog {
 /// then evicts down to the low watermark. Runs until `stop` returns true.
 /// Shared mode: tries the sweeper lease every second and sweeps only while
 /// it holds it. At the stop, `session_ended` says whether the FUSE session
-/// has ended (an unmount: the emptied directories still queued are removed,
-/// since the kernel holds none of them) or goes on in another process (a
-/// hand-over, `daemon::handoff`: they stay, as the kernel may still hold
-/// them and clients keep making stores in them until the gate closes).
+/// has ended (an unmount: the node leaves the shared budget record, and the
+/// emptied directories still queued are removed, since the kernel holds
+/// none of them) or goes on in another process (a hand-over,
+/// `daemon::handoff`: requests still flow until its gate closes, so the
+/// directories stay, as the kernel may still hold them, and the node leaves
+/// the record only once the next daemon serves: a store in between would
+/// put its line back).
 pub fn run(core: Arc<Core>, stop: impl Fn() -> bool, session_ended: impl Fn() -> bool) {
     let mut sweeps = SweepLog::default();
     let mut lease = crate::fs::shared::lease::SweeperLease::default();
@@ -75,10 +78,10 @@ pub fn run(core: Arc<Core>, stop: impl Fn() -> bool, session_ended: impl Fn() ->
         if stop() {
             sweeps.last = None;
             sweeps.flush(&core);
-            if let Some(t) = core.shared_tier() {
-                core.grant_leave(t);
-            }
             if session_ended() {
+                if let Some(t) = core.shared_tier() {
+                    core.grant_leave(t);
+                }
                 core.reap_empty_dirs_at_unmount();
             }
             return;
