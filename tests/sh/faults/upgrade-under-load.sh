@@ -57,6 +57,7 @@ pid_now() { $BOUNDFS status "$MNT" --json | $PY -c 'import json,sys; print(json.
 
 SECS=${BFS_STRESS_SECONDS:-40}
 # its own process group: the EXIT trap kills its forked workers too
+T0=$(date +%s.%N)   # about when stress.py's usage sampler starts: upgrades are logged from it
 setsid $PY "$BFS_HELPERS/stress.py" "$MNT" "$BACKING" --seconds "$SECS" --max-size $MAX > "$BFS_TMP/stress.out" &
 LOAD=$!; bfs_bg "-$LOAD"
 stored() { [ "$(stats_field block_files 2>/dev/null || echo 0)" -ge "${1:-20}" ]; }
@@ -84,7 +85,7 @@ for i in $(seq 1 "$N"); do
     assert_eq "$new" "$(pid_now)" "pid in the status after upgrade $i"
     bfs_is_mounted "$MNT" fuse || fail "the mount went away at upgrade $i"
     PAUSES+=("$(printf '%s' "$out" | sed -n 's/.*pause \([0-9.]*\) ms.*/\1/p')")
-    log "upgrade $i: $out"
+    log "upgrade $i (ended $(awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN { printf "%.2f", a - b }') s into the load): $out"
 done
 touch "$BFS_TMP/scrape.stop"; wait "$SCRAPER"
 scrapes=$(cat "$BFS_TMP/scrape.out"); log "metrics scrapes across the upgrades: $scrapes"

@@ -362,10 +362,12 @@ def main():
     tot["enospc"] = s.get("enospc", 0)
     tot["enoent"] = tot["load_enoent"] + tot["probe_enoent"]
     tot["usage_peak"] = samp.peak
+    tot["usage_peak_at"] = round(samp.peak_at or 0.0, 3)
     tot["usage_samples"] = samp.count
     tot["max_size"] = a.max_size
     if samp.peak > a.max_size + (1 << 20):
-        violations.append("usage of BACKING peaked at %d > max_size + 1 MiB" % samp.peak)
+        violations.append("usage of BACKING peaked at %d > max_size + 1 MiB, %.2f s after the sampler started"
+                          % (samp.peak, samp.peak_at or 0.0))
     tot["violations"] = len(violations)
     tot["first_violations"] = violations[:20]
     print(json.dumps(tot))
