@@ -122,8 +122,15 @@ pub(super) fn hand_over(
             // daemon serves (its own line) and no request runs here; left
             // while requests still flowed, a store put this node's line back
             // and it outlived the process by RECLAIM_AFTER.
+            // The files open here it counted as its own are the next one's.
             if let Some(t) = core.shared_tier() {
-                core.grant_leave(t);
+                let given: Vec<crate::key::FileKey> = collected
+                    .iter()
+                    .flat_map(|c| &c.state.handles)
+                    .filter(|h| h.own.is_some())
+                    .map(|h| crate::key::FileKey { dev: h.key.0, ino: h.key.1 })
+                    .collect();
+                core.grant_leave_except(t, &given);
             }
             std::process::exit(0)
         }

@@ -30,6 +30,7 @@ fn state_and_fds_cross_a_socket_in_chunks() {
             mode: Some("cached".into()),
             held: 0,
             learns: false,
+            own: None,
         });
     }
     let json = state_json(&state);

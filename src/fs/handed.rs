@@ -55,6 +55,13 @@ pub struct HandedHandle {
     pub held: u64,
     /// Whether its size at RELEASE teaches passthrough writers.
     pub learns: bool,
+    /// Shared tier: the file was the old daemon's own (in its net), with
+    /// its path relative to BACKING (bytes) and whether it is a block file.
+    /// The next daemon counts it as its own from the hand-over (a store in
+    /// flight goes on growing in its net), and the old one leaves it out of
+    /// what it leaves behind. Absent from an older daemon's state.
+    #[serde(default)]
+    pub own: Option<(Vec<u8>, bool)>,
 }
 
 /// One open directory stream (reopened at the kernel's next offset).
@@ -166,7 +173,11 @@ impl Core {
                 None => None,
             };
             let (key, ino, mode) = ((h.key.dev, h.key.ino), h.ino, mode_name(mode));
-            hs.push(HandedHandle { fh, fd, direct, key, ino, mode, held, learns });
+            let own = match self.shared() {
+                true => self.accounts.own_entry(h.key).map(|(p, b)| (p.into_os_string().into_vec(), b)),
+                false => None,
+            };
+            hs.push(HandedHandle { fh, fd, direct, key, ino, mode, held, learns, own });
         }
         let streams: Vec<_> = self.dirs.read().iter().map(|(f, d)| (*f, d.clone())).collect();
         let mut dirs = Vec::new();
@@ -211,6 +222,10 @@ impl Core {
             let _ = self.accounts.pin(k);
             let size = sys::fstat(fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
             self.accounts.opened(k, size, self.now(), self.stamp_secs);
+            if let Some((path, block)) = h.own.filter(|_| self.shared()) {
+                let path = std::ffi::OsString::from_vec(path).into();
+                self.accounts.take_over_own(k, size, block, path, self.now());
+            }
             let mode = mode_of(&h.mode);
             let held = if h.held > 0 { self.reserve(h.held, false).map_or(0, |r| r.settle()) } else { 0 };
             let direct = h.direct.and_then(&mut take);

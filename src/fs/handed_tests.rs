@@ -14,6 +14,7 @@ fn state_round_trips_through_json() {
             mode: Some("passthrough".into()),
             held: 1 << 20,
             learns: true,
+            own: Some((b"a/x.bin".to_vec(), true)),
         }],
         dirs: vec![HandedDir { fh: 40, fd: 3 }],
         backing: vec![(7, 5)],

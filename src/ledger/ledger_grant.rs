@@ -160,6 +160,13 @@ impl Ledger {
             .collect()
     }
 
+    /// The path and block-ness of `key` when it is this node's own and has
+    /// a path.
+    pub fn own_entry(&self, key: FileKey) -> Option<(std::path::PathBuf, bool)> {
+        let e = self.entries.get(&key).filter(|e| e.local)?;
+        Some((e.path.as_deref()?.to_path_buf(), e.block))
+    }
+
     /// Marks `key` as this node's if the ledger knows it under `path`
     /// (adopting a left node's object). Returns whether it did.
     pub fn adopt_local(&mut self, key: FileKey, path: &std::path::Path) -> bool {

@@ -66,6 +66,23 @@ impl Accounts {
         (l.net(), l.local_objects())
     }
 
+    /// The path (relative to BACKING) and block-ness of `key` when it is
+    /// this node's own (counted in its net) and has a path: what a
+    /// hand-over passes on for an open file (`fs::handed`).
+    pub fn own_entry(&self, key: crate::key::FileKey) -> Option<(std::path::PathBuf, bool)> {
+        self.guard().own_entry(key)
+    }
+
+    /// A hand-over: the open file `key` (`bytes` allocated, at `path`, a
+    /// block file or not) was the previous daemon's own; from now on it is
+    /// this node's (its bytes and what is written to it count in the net),
+    /// and the previous daemon leaves it out of what it leaves behind.
+    pub fn take_over_own(&self, key: crate::key::FileKey, bytes: u64, block: bool, path: std::path::PathBuf, now: u32) {
+        let mut l = self.guard();
+        l.upsert(key, bytes, block, Some(path), now);
+        l.mark_local(key);
+    }
+
     /// Takes over a left node's object `key` at `path` as this node's own:
     /// true if the ledger knew it there (its bytes join the net).
     pub fn adopt_local(&self, key: crate::key::FileKey, path: &std::path::Path) -> bool {

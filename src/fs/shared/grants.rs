@@ -53,6 +53,7 @@ use parking_lot::Mutex;
 use super::SharedTier;
 use crate::fs::Core;
 use crate::fs::accounts::grant::GrantState;
+use crate::key::FileKey;
 use crate::sys;
 
 /// Name of the shared budget record in the lease directory.
@@ -489,14 +490,29 @@ impl Core {
     /// Unmount: this node's net moves to the drift and its line goes (the
     /// last node to leave clears the record, which the next first node books).
     pub(crate) fn grant_leave(&self, tier: &SharedTier) {
+        self.grant_leave_except(tier, &[])
+    }
+
+    /// [`Core::grant_leave`], after a hand-over: the objects `given` (open
+    /// files the next daemon counts as its own, `fs::handed`) are left out
+    /// of the net moved to the drift and of the list for the sweeper.
+    pub(crate) fn grant_leave_except(&self, tier: &SharedTier, given: &[FileKey]) {
         if !tier.budget {
             return;
         }
         let mut io = tier.grants.io.lock();
         // Nothing changes any more at unmount: the list and the net agree.
-        let (_, objects) = self.accounts().own_objects();
+        let (_, mut objects) = self.accounts().own_objects();
+        let mut given_bytes = 0i64;
+        objects.retain(|(k, bytes, _)| {
+            let keep = !given.contains(k);
+            if !keep {
+                given_bytes += *bytes as i64;
+            }
+            keep
+        });
         let r = self.grant_transaction(&mut io, |rec, _, st| {
-            rec.drift += st.net;
+            rec.drift += st.net - given_bytes;
             None
         });
         match r {

@@ -239,3 +239,40 @@ fn a_left_nodes_block_the_sweeper_did_not_know_yet_is_adopted_after_its_next_rec
     assert!(drift_of(d.path()) < MIB as i64 / 2, "adopted after the pass: drift {}", drift_of(d.path()));
     assert!(b.accounts().grant_state().net - net >= MIB as i64, "x.bin is b's now");
 }
+
+#[test]
+fn a_file_open_for_writing_at_a_hand_over_counts_in_the_next_daemons_net() {
+    use crate::testing::{ME, ROOT};
+    let d = tempfile::tempdir().unwrap();
+    let a = node(d.path(), 16 * MIB);
+    let b = node(d.path(), 16 * MIB);
+    store(&b, "z.bin", &vec![3u8; MIB as usize]);
+    // A store in flight on a: x.bin created and half written.
+    let (_, o) = a.create(ROOT, std::ffi::OsStr::new("x.bin"), 0o644, libc::O_WRONLY, ME).unwrap();
+    a.write(o.fh, 0, &vec![1u8; MIB as usize], None, false).unwrap();
+    let c = a.collect_state(vec![]).unwrap();
+    let given: Vec<crate::key::FileKey> = c
+        .state
+        .handles
+        .iter()
+        .filter(|h| h.own.is_some())
+        .map(|h| crate::key::FileKey { dev: h.key.0, ino: h.key.1 })
+        .collect();
+    assert_eq!(given.len(), 1, "x.bin was a's own");
+    // The next daemon (a2) takes the state over, then a leaves the record.
+    let a2 = node(d.path(), 16 * MIB);
+    assert_eq!(a2.adopt_state(c.state.clone(), c.fds), 0);
+    a.grant_leave_except(a.shared_tier().unwrap(), &given);
+    assert!(drift_of(d.path()) < MIB as i64 / 2, "x.bin's bytes are not left in the drift: {}", drift_of(d.path()));
+    assert!(a2.accounts().grant_state().net >= MIB as i64, "x.bin counts in a2's net");
+    // The store goes on through a2: what it writes counts in a2's net too.
+    a2.write(o.fh, MIB, &vec![2u8; MIB as usize], None, false).unwrap();
+    a2.release(o.fh);
+    let net = a2.accounts().grant_state().net;
+    assert!(net >= 2 * MIB as i64, "x.bin's 2 MiB are in a2's net: {net}");
+    let orphans = d.path().join(".boundfs").join(super::super::orphans::ORPHANS_DIR);
+    let listed: String = std::fs::read_dir(&orphans)
+        .map(|r| r.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok()).collect())
+        .unwrap_or_default();
+    assert!(!listed.contains("x.bin"), "a does not list x.bin for the sweeper: {listed}");
+}
