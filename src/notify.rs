@@ -138,27 +138,6 @@ impl Invalidator {
         self.cv.notify_all();
     }
 
-    /// A hand-over (`fs::handed`), once this process's requests and threads
-    /// have stopped: takes the invalidations not sent yet, for the next
-    /// daemon to send (node ids stay the same across it). Returns the
-    /// entries `(parent FUSE inode, name)` and the inodes whose attributes
-    /// are to drop, in queue order; a place still reserved is skipped (no
-    /// removal is under way any more). Waiters are released as if sent.
-    pub fn take_queued(&self) -> (Vec<(u64, OsString)>, Vec<u64>) {
-        let mut q = self.q.lock();
-        let (mut entries, mut attrs) = (Vec::new(), Vec::new());
-        for (_, item) in q.items.drain(..) {
-            match item {
-                Item::Entry(parent, name) => entries.push((parent, name)),
-                Item::Attrs(ino) => attrs.push(ino),
-                Item::Reserved | Item::Nothing => {}
-            }
-        }
-        q.sent = q.queued;
-        self.cv.notify_all();
-        (entries, attrs)
-    }
-
     /// The thread body: sends queued invalidations until [`Invalidator::stop`].
     pub fn run(&self) {
         loop {

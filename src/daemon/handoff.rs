@@ -136,9 +136,6 @@ pub(super) fn hand_over(
         }
         Err(e) => {
             core.restore_backing_ids(backing);
-            if let Ok(c) = collected {
-                core.requeue_invalidations(c.state.inval_entries, c.state.inval_attrs);
-            }
             take_back(serving, live, opts, notify, core, fuse, old, negotiated, e)
         }
     }

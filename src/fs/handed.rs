@@ -91,15 +91,6 @@ pub struct HandedState {
     /// (a name need not be UTF-8). Absent from an older daemon's state.
     #[serde(default)]
     pub emptied: Vec<Vec<u8>>,
-    /// Kernel invalidations queued and not sent yet (`crate::notify`):
-    /// entries `(parent node id, name as bytes)`, e.g. of blocks an inline
-    /// eviction removed while the threads were stopping. Absent from an
-    /// older daemon's state.
-    #[serde(default)]
-    pub inval_entries: Vec<(u64, Vec<u8>)>,
-    /// The same, for node ids whose cached attributes are to drop.
-    #[serde(default)]
-    pub inval_attrs: Vec<u64>,
 }
 
 /// [`Core::collect_state`]'s result: the state and the fds it indexes.
@@ -187,10 +178,7 @@ impl Core {
         }
         let next_fh = self.next_fh.load(std::sync::atomic::Ordering::Relaxed);
         let emptied = self.emptied_queued().into_iter().map(|p| p.into_os_string().into_vec()).collect();
-        let (entries, inval_attrs) = self.invalidator().take_queued();
-        let inval_entries = entries.into_iter().map(|(p, n)| (p, n.into_vec())).collect();
-        let state = HandedState { next_fh, inodes, handles: hs, dirs, backing, emptied, inval_entries, inval_attrs };
-        Ok(Collected { state, fds })
+        Ok(Collected { state: HandedState { next_fh, inodes, handles: hs, dirs, backing, emptied }, fds })
     }
 
     /// Takes over `state` with `fds` (indexed by it) from the daemon that
@@ -255,24 +243,10 @@ impl Core {
         for rel in state.emptied {
             self.queue_emptied(std::ffi::OsString::from_vec(rel).into());
         }
-        self.requeue_invalidations(state.inval_entries, state.inval_attrs);
         if lost > 0 {
             log::warn!("hand-over: {lost} inodes, handles or directory streams could not be taken over");
         }
         lost
-    }
-
-    /// Queues handed invalidations ([`HandedState::inval_entries`],
-    /// [`HandedState::inval_attrs`]; sent once the session and the
-    /// invalidator run): the next daemon's, or this one's again after a
-    /// hand-over that failed.
-    pub fn requeue_invalidations(&self, entries: Vec<(u64, Vec<u8>)>, attrs: Vec<u64>) {
-        for (parent, name) in entries {
-            self.invalidator().push(parent, std::ffi::OsString::from_vec(name));
-        }
-        for ino in attrs {
-            self.invalidator().push_attrs(ino);
-        }
     }
 
     /// Closes the handed backing ids no open holds any more (after a

@@ -19,15 +19,12 @@ fn state_round_trips_through_json() {
         dirs: vec![HandedDir { fh: 40, fd: 3 }],
         backing: vec![(7, 5)],
         emptied: vec![b"abc/d\xffe".to_vec()],
-        inval_entries: vec![(9, b"x.bin".to_vec())],
-        inval_attrs: vec![7],
     };
     let text = serde_json::to_vec(&s).unwrap();
     assert_eq!(serde_json::from_slice::<HandedState>(&text).unwrap(), s);
     // An older daemon's state has no `emptied`.
     let old = br#"{"next_fh":1,"inodes":[],"handles":[],"dirs":[],"backing":[]}"#;
-    let old = serde_json::from_slice::<HandedState>(old).unwrap();
-    assert!(old.emptied.is_empty() && old.inval_entries.is_empty() && old.inval_attrs.is_empty());
+    assert!(serde_json::from_slice::<HandedState>(old).unwrap().emptied.is_empty());
 }
 
 /// A handed passthrough id is reused by the next open that needs one, and
@@ -92,23 +89,4 @@ fn a_second_core_serves_what_the_first_handed_over() {
     assert!(new.getattr(attr.ino, None).is_ok(), "one reference left of the 3 handed");
     new.forget(attr.ino, 1);
     assert!(new.getattr(attr.ino, None).is_err(), "forgotten after exactly the handed lookup count");
-}
-
-/// What waits in the old core for the kernel goes to the new one: the
-/// invalidations not sent yet (an inline eviction's, queued while the
-/// threads stopped) and the emptied directories the kernel still holds.
-#[test]
-fn queued_invalidations_and_emptied_directories_are_handed_over() {
-    use crate::testing::core;
-    let dir = tempfile::tempdir().unwrap();
-    let old = core(dir.path(), 64 << 20);
-    old.invalidator().push(1, "gone.bin".into());
-    old.invalidator().push_attrs(5);
-    old.queue_emptied("h/ab".into());
-    let c = old.collect_state(vec![]).unwrap();
-    assert_eq!(old.invalidator().take_queued(), (vec![], vec![]), "taken from the old core");
-    let new = core(dir.path(), 64 << 20);
-    assert_eq!(new.adopt_state(c.state, c.fds), 0);
-    assert_eq!(new.invalidator().take_queued(), (vec![(1, "gone.bin".into())], vec![5]), "queued in the new core");
-    assert_eq!(new.emptied_queued(), vec![std::path::PathBuf::from("h/ab")]);
 }
