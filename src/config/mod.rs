@@ -130,6 +130,8 @@ pub struct Options {
     /// A supervisor process holds the FUSE connection and restarts a daemon
     /// that dies (`supervise`; see `daemon::supervisor`).
     pub supervise: bool,
+    /// The bare mountpoint made immutable under the mount (`guard`, on; see `daemon::guard`).
+    pub guard: bool,
 }
 
 /// How the kernel updates access times on the mount (mount(2) flags; the

@@ -143,6 +143,11 @@ pub struct Args {
     /// daemon on it within a second (root, Linux >= 6.9; see docs/upgrade-design.md).
     #[arg(long, help_heading = MOUNT_OPTIONS)]
     pub supervise: bool,
+    /// Make the bare mountpoint under the mount immutable (chattr +i; root), so that once the mount is
+    /// gone writers get EPERM instead of filling its filesystem: on or off (off clears boundfs' own guard).
+    #[arg(long, value_name = "on|off", default_value = "on", action = clap::ArgAction::Set,
+          value_parser = |v: &str| config::parse_on_off("guard", v), help_heading = MOUNT_OPTIONS)]
+    pub guard: bool,
     /// Mount noexec (the last of noexec and exec wins).
     #[arg(long, overrides_with_all = ["noexec", "exec"], help_heading = MOUNT_FLAGS)]
     pub noexec: bool,
@@ -464,6 +469,7 @@ pub fn options(a: Args, matches: &ArgMatches) -> Result<Options, ConfigError> {
         drop_cache: a.drop_cache,
         shared_budget: a.shared_budget,
         supervise: a.supervise,
+        guard: a.guard,
         log_file,
         atime,
         patterns: a.pattern,

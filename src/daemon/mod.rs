@@ -11,6 +11,7 @@
 pub mod cli;
 pub mod ctl;
 pub mod daemonize;
+pub mod guard;
 mod handoff;
 pub mod metrics;
 pub mod metrics_http;
@@ -415,6 +416,8 @@ pub(crate) fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, Strin
         if opts.allow_other { ",allow_other" } else { "" }
     );
     let bad = |e: std::io::Error| mount_error::kernel(opts, &e);
+    // The directory the mount will cover, for the guard (see `guard`).
+    let bare = guard::open_bare(&opts.mountpoint).map_err(bad)?;
     let (src, target) = (cpath(&opts.backing).map_err(bad)?, cpath(&opts.mountpoint).map_err(bad)?);
     let data = std::ffi::CString::new(data).map_err(|e| bad(e.into()))?;
     let mut flags = libc::MS_NOSUID | libc::MS_NODEV | opts.atime.mount_flags();
@@ -427,6 +430,7 @@ pub(crate) fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, Strin
     if r != 0 {
         return Err(mount_error::kernel(opts, &std::io::Error::last_os_error()));
     }
+    guard::apply(std::os::fd::AsFd::as_fd(&bare), opts.guard, &opts.mountpoint);
     Ok(dev)
 }
 

@@ -103,6 +103,9 @@ bfs_cleanup() {
     if [ -n "${BFS_KEEP:-}" ] || { [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "${BFS_KEEP_ON_FAIL:-}" ]; }; then
         echo "[$BFS_NAME] kept $BFS_TMP" >&2
     elif [ -n "${BFS_TMP:-}" ] && [ -d "$BFS_TMP" ]; then
+        # the guard leaves each bare mountpoint immutable (chattr +i) after
+        # its unmount, as an operator's stays: clear it so the tree can go
+        find "$BFS_TMP" -xdev -maxdepth 3 -type d -exec chattr -i {} + 2>/dev/null
         rm -rf --one-file-system "$BFS_TMP"
     fi
     exit "$rc"
