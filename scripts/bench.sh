@@ -204,7 +204,7 @@ fs_start() {
     local log="$LOGS/$RUNS-$kind.log"
     mkdir -p "$mnt"
     case $kind in
-        boundfs)  "$BOUNDFS" -f "$backing" "$mnt" -o "max_size=$max,threads=$NCPU${BOUNDFS_EXTRA:+,$BOUNDFS_EXTRA}" 2>"$log" & ;;
+        boundfs)  "$BOUNDFS" -f "$backing" "$mnt" -o "max_size=$max,threads=$NCPU,guard=off${BOUNDFS_EXTRA:+,$BOUNDFS_EXTRA}" 2>"$log" & ;;
         mergerfs) mergerfs -f -o "$MERGERFS_OPTS" "$backing" "$mnt" >"$log" 2>&1 & ;;
         *) die "fs_start: bad kind $kind" ;;
     esac
@@ -637,7 +637,7 @@ for BK in "${MAIN_BACKINGS[@]}"; do
             RUNS=$((RUNS + 1)); log="$LOGS/$BK-$RUNS-restart-$sys.log"
             t0=${EPOCHREALTIME/./}
             if [[ $sys == boundfs ]]; then
-                "$BOUNDFS" -f "$MANYSET" "$m" -o "max_size=${BUDGET_M}M,threads=$NCPU" 2>"$log" &
+                "$BOUNDFS" -f "$MANYSET" "$m" -o "max_size=${BUDGET_M}M,threads=$NCPU,guard=off" 2>"$log" &
             else
                 mergerfs -f -o "$MERGERFS_OPTS" "$MANYSET" "$m" >"$log" 2>&1 &
             fi

@@ -76,6 +76,8 @@ cleanup() {
     elif [[ ${KEEP:-0} == 1 ]]; then
         say "demo: kept $WORK (KEEP=1)"
     else
+        # the guard keeps the bare mountpoint immutable after the unmount
+        chattr -i "$MNT" 2>/dev/null
         rm -rf "$WORK"
     fi
     exit "$rc"

@@ -214,6 +214,8 @@ class Mount:
         if keep:
             print("[%s] kept %s" % (NAME, self.tmp), file=sys.stderr)
         else:
+            # the guard leaves the bare mountpoint immutable after the unmount
+            subprocess.run(["chattr", "-i", self.mnt], stderr=subprocess.DEVNULL, check=False)
             shutil.rmtree(self.tmp, ignore_errors=True)
 
     def log_tail(self, n=30):
