@@ -129,8 +129,11 @@ impl Core {
     /// their fractions; the evictor is woken so usage above the new high
     /// watermark falls to the new low watermark at once, and writes that would
     /// pass the new budget evict inline or fail with ENOSPC from now on.
-    /// Returns the previous budget.
+    /// Returns the previous budget. The new budget lasts until the unmount:
+    /// recorded for the next daemon of a supervisor (`held`) and handed
+    /// over at an upgrade (`HandedState::max_size`).
     pub fn set_max_size(&self, max_size: u64) -> u64 {
+        super::held::record_max_size(max_size);
         let old = self.accounts().set_max_size(max_size);
         let p = self.policy();
         log::info!(
