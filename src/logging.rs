@@ -9,9 +9,17 @@
 //! (a signal; the kernel sent INTERRUPT and dropped the request) before the
 //! reply arrived (kernel `Documentation/filesystems/fuse.rst`, "Interrupting
 //! filesystem operations"). Nothing was lost, so it is logged at debug.
+//!
+//! And, while a hand-over stops the session's readers ([`readers_stopping`],
+//! `fuse::handover::stop_readers`), fuser's `ERROR fuser::request] Short
+//! read of FUSE request header (0 < 40)`, once per reader thread: each
+//! reader's /dev/fuse fd was replaced by /dev/null, so its read returns 0
+//! bytes and its loop ends. That is how an upgrade stops them, not an
+//! error: logged at debug too.
 
 use std::io::Write;
 use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use env_logger::{Builder, Env, Logger, Target};
 use log::{Level, Log, Metadata, Record};
@@ -56,7 +64,17 @@ pub fn init(sink: Sink) {
     }
 }
 
-/// env_logger's logger with the interrupted-reply line demoted to debug.
+/// Set while a hand-over stops the session's readers (see the module docs).
+static READERS_STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Says whether the session's readers are being stopped on purpose (an
+/// upgrade's hand-over): while `on`, their end-of-file reads are logged at
+/// debug, not as fuser's ERROR.
+pub fn readers_stopping(on: bool) {
+    READERS_STOPPING.store(on, Ordering::Relaxed);
+}
+
+/// env_logger's logger with the expected lines (module docs) demoted to debug.
 struct Quiet {
     inner: Logger,
 }
@@ -71,15 +89,35 @@ fn interrupted_reply(r: &Record) -> bool {
     text.starts_with("Failed to send FUSE reply") && text.ends_with("(os error 2)")
 }
 
+/// Whether `r` is a reader's end-of-file read while the readers are being
+/// stopped for a hand-over (`Short read of FUSE request header (0 < 40)`).
+fn stopped_reader(r: &Record, stopping: bool) -> bool {
+    stopping
+        && r.level() == Level::Error
+        && r.target().starts_with("fuser::request")
+        && r.args().to_string().starts_with("Short read of FUSE request header (0 <")
+}
+
+/// Why `r` is no error (then logged at debug with that note), or None.
+fn demoted(r: &Record) -> Option<&'static str> {
+    if interrupted_reply(r) {
+        Some("the request was interrupted; not an error")
+    } else if stopped_reader(r, READERS_STOPPING.load(Ordering::Relaxed)) {
+        Some("a reader stopped for a hand-over; not an error")
+    } else {
+        None
+    }
+}
+
 impl Log for Quiet {
     fn enabled(&self, m: &Metadata) -> bool {
         self.inner.enabled(m)
     }
 
     fn log(&self, r: &Record) {
-        if !interrupted_reply(r) {
+        let Some(note) = demoted(r) else {
             return self.inner.log(r);
-        }
+        };
         let debug = Metadata::builder().level(Level::Debug).target(r.target()).build();
         if self.inner.enabled(&debug) {
             self.inner.log(
@@ -88,7 +126,7 @@ impl Log for Quiet {
                     .module_path(r.module_path())
                     .file(r.file())
                     .line(r.line())
-                    .args(format_args!("{} (the request was interrupted; not an error)", r.args()))
+                    .args(format_args!("{} ({note})", r.args()))
                     .build(),
             );
         }
@@ -152,6 +190,19 @@ mod tests {
         assert!(!logger.matches(&debug));
         let error = Record::builder().level(Level::Error).target("fuser::reply").build();
         assert!(logger.matches(&error));
+    }
+
+    #[test]
+    fn a_stopped_reader_is_demoted_only_during_a_hand_over() {
+        let short = "Short read of FUSE request header (0 < 40)";
+        let rec = |level, target, text: &str, stopping| {
+            stopped_reader(&Record::builder().level(level).target(target).args(format_args!("{text}")).build(), stopping)
+        };
+        assert!(rec(Level::Error, "fuser::request", short, true));
+        assert!(!rec(Level::Error, "fuser::request", short, false), "outside a hand-over it stays an error");
+        assert!(!rec(Level::Error, "fuser::request", "Short read of FUSE request header (12 < 40)", true));
+        assert!(!rec(Level::Error, "fuser::request", "Short read of FUSE request (40 < 80)", true));
+        assert!(!rec(Level::Error, "fuser::reply", short, true));
     }
 
     #[test]
