@@ -1,7 +1,8 @@
 //! Log setup: env_logger (`RUST_LOG`, default `info`) to stderr (`-f`,
 //! systemd services), to the `log_file`, or, for a detached daemon without
 //! one, to syslog (`/dev/log`, which journald serves: `journalctl -t
-//! boundfs`).
+//! boundfs`); with no syslog socket there (a container), to the file
+//! [`fallback_log`] names, which the mount command says once.
 //!
 //! One line of fuser's is demoted: `ERROR fuser::reply Failed to send FUSE
 //! reply: No such file or directory`. The kernel answers a reply write with
@@ -34,8 +35,27 @@ pub enum Sink {
     Stderr,
     /// This file, opened for appending (`log_file` in the foreground).
     File(std::fs::File),
-    /// syslog via `/dev/log`; if that socket is absent, nowhere.
+    /// syslog via `/dev/log`; stderr when no syslog socket answers there
+    /// (a container: [`syslog_available`]; the daemon's stderr is then the
+    /// fallback file [`fallback_log`] names).
     Syslog,
+}
+
+/// The syslog socket.
+const DEV_LOG: &str = "/dev/log";
+
+/// Whether a syslog daemon (or journald) takes datagrams at `/dev/log`:
+/// absent in most containers, where lines sent there would vanish.
+pub fn syslog_available() -> bool {
+    UnixDatagram::unbound().and_then(|s| s.connect(DEV_LOG)).is_ok()
+}
+
+/// Where a detached daemon logs when there is no syslog socket and no
+/// `log_file`: `boundfs-MOUNTPOINT.log` (the mountpoint's `/` as `-`) in
+/// the temporary directory (`$TMPDIR`, else `/tmp`).
+pub fn fallback_log(mountpoint: &std::path::Path) -> std::path::PathBuf {
+    let name = mountpoint.to_string_lossy().trim_matches('/').replace('/', "-");
+    std::env::temp_dir().join(format!("boundfs-{}.log", if name.is_empty() { "root" } else { &name }))
 }
 
 /// Installs the logger. Call once, before any thread starts.
@@ -43,7 +63,7 @@ pub fn init(sink: Sink) {
     let mut b = Builder::from_env(Env::default().default_filter_or(DEFAULT_FILTER));
     if let Sink::File(f) = sink {
         b.target(Target::Pipe(Box::new(f)));
-    } else if matches!(sink, Sink::Syslog) {
+    } else if matches!(sink, Sink::Syslog) && syslog_available() {
         let pid = std::process::id();
         b.format(move |buf, r| {
             // facility daemon (3); severities: err 3, warning 4, info 6, debug 7
@@ -55,7 +75,7 @@ pub fn init(sink: Sink) {
             };
             writeln!(buf, "<{}>boundfs[{pid}]: {}", 3 * 8 + sev, r.args())
         });
-        b.target(Target::Pipe(Box::new(SyslogWriter::connect(std::path::Path::new("/dev/log")))));
+        b.target(Target::Pipe(Box::new(SyslogWriter::connect(std::path::Path::new(DEV_LOG)))));
     }
     let inner = b.build();
     let max = inner.filter();
@@ -203,6 +223,13 @@ mod tests {
         assert!(!rec(Level::Error, "fuser::request", "Short read of FUSE request header (12 < 40)", true));
         assert!(!rec(Level::Error, "fuser::request", "Short read of FUSE request (40 < 80)", true));
         assert!(!rec(Level::Error, "fuser::reply", short, true));
+    }
+
+    #[test]
+    fn the_fallback_log_is_named_after_the_mountpoint() {
+        let p = fallback_log(std::path::Path::new("/mnt/kv/"));
+        assert_eq!(p.file_name().and_then(|n| n.to_str()), Some("boundfs-mnt-kv.log"));
+        assert_eq!(p.parent(), Some(std::env::temp_dir().as_path()));
     }
 
     #[test]
