@@ -64,8 +64,7 @@ impl Core {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backing: self.root_path.display().to_string(),
             pid: std::process::id(),
-            // Set by the supervisor (`daemon::supervisor`) for its daemons.
-            supervisor: std::env::var("BOUNDFS_SUPERVISOR_PID").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
+            supervisor: live_supervisor(),
             restarts: std::env::var("BOUNDFS_RESTARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
             max_size: p.max_size,
             high_watermark: p.high_watermark,
@@ -191,4 +190,14 @@ impl Core {
             }
         }
     }
+}
+
+/// The supervisor's process id while it lives, 0 otherwise: the
+/// supervisor (`daemon::supervisor`) names itself in its daemons'
+/// `BOUNDFS_SUPERVISOR_PID` and is their parent. Once it died (killed), the
+/// daemon serves on, reparented, with no one to restart it: status must
+/// not show a supervisor then.
+fn live_supervisor() -> u32 {
+    let named: u32 = std::env::var("BOUNDFS_SUPERVISOR_PID").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    if named != 0 && crate::sys::ppid() == named { named } else { 0 }
 }
