@@ -35,7 +35,8 @@ pub const MOUNT_FLAGS: &str = "mount(8) flags (also as -o flag)";
                   the value: -o pattern=*.{bin,pt}.\n\
                   Sizes: bytes, or K/M/G/T = KiB/MiB/GiB/TiB (powers of 1024), fractions allowed (1.5G).\n\
                   Durations: 250ms, 60s, 5m, 1h, or bare seconds.\n\
-                  Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE\n\
+                  Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE; \
+                  boundfs upgrade MOUNTPOINT [--binary PATH]\n\
                   Exit status: 0 ok, 1 runtime failure, 2 bad input, 3 already served, 4 a dead mount in the way."
 )]
 pub struct Args {

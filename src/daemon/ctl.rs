@@ -55,8 +55,9 @@ fn fail<T>(code: i32, msg: impl Into<String>) -> Result<T, CtlError> {
     Err(CtlError { code, msg: msg.into() })
 }
 
-/// The subcommands.
-const COMMANDS: [&str; 3] = ["status", "set", "upgrade"];
+/// The subcommands (each in `--help`'s "Other commands" and the README's
+/// Usage lines: `docs_tests`).
+pub const COMMANDS: [&str; 3] = ["status", "set", "upgrade"];
 
 /// Whether argv names a subcommand (`boundfs status …`, `boundfs set …`).
 /// A backing directory called `status` or `set` is given as `./status`.
