@@ -139,7 +139,7 @@ impl Core {
         let _room = self.reserve(need, false)?;
         sys::xattr::set(i.fd().as_raw_fd(), name, value, flags)?;
         self.refresh_size(i.key, i.fd());
-        if name.as_encoded_bytes() == ACL_ACCESS && who.uid != 0 {
+        if name.as_encoded_bytes() == ACL_ACCESS && !who.has_fsetid() {
             // The backing filesystem kept S_ISGID: it checked the daemon's
             // credentials, not the caller's.
             let st = sys::fstat(i.fd())?;

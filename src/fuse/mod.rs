@@ -273,9 +273,12 @@ impl Filesystem for BoundFs {
         reply: ReplyAttr,
     ) {
         let _timer = self.begin(Op::Setattr);
-        // FATTR_KILL_SUIDGID is not passed on by fuser: a caller other than
-        // root stands for "lacks CAP_FSETID".
-        let killer = (self.killpriv && req.uid() != 0).then(|| who(req));
+        // FATTR_KILL_SUIDGID is not passed on by fuser: whether the caller
+        // lacks CAP_FSETID is read from its status (`Caller::has_fsetid`),
+        // only for what may kill privileges (a size, an owner, or nothing
+        // set: chown(f, -1, -1), fallocate), not for a touch or a chmod.
+        let asks = size.is_some() || uid.is_some() || gid.is_some() || (mode, atime, mtime) == (None, None, None);
+        let killer = (self.killpriv && asks).then(|| who(req)).filter(|w| !w.has_fsetid());
         let set = SetAttr { fh: fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, killer };
         match self.core.setattr(ino, &set) {
             Ok(a) => reply.attr(&self.ttl, &a),
