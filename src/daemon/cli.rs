@@ -177,6 +177,13 @@ pub struct Args {
     /// No lazytime (the default).
     #[arg(long, overrides_with_all = ["lazytime", "nolazytime"], help_heading = MOUNT_FLAGS)]
     pub nolazytime: bool,
+    /// POSIX ACLs enforced through the mount (the default; FUSE_POSIX_ACL).
+    #[arg(long, overrides_with_all = ["acl", "noacl"], help_heading = MOUNT_FLAGS)]
+    pub acl: bool,
+    /// No POSIX ACLs, as ext4's noacl: the mode bits alone decide access, and getfacl/setfacl of
+    /// system.posix_acl_* through the mount fail with EOPNOTSUPP (the last of acl and noacl wins).
+    #[arg(long, overrides_with_all = ["acl", "noacl"], help_heading = MOUNT_FLAGS)]
+    pub noacl: bool,
 }
 
 /// The atime modes: the last one given wins (mount(8), "FILESYSTEM-INDEPENDENT MOUNT OPTIONS").
@@ -463,6 +470,7 @@ pub fn options(a: Args, matches: &ArgMatches) -> Result<Options, ConfigError> {
         shared: a.shared,
         flush: a.flush,
         drop_cache: a.drop_cache,
+        acl: !a.noacl,
         shared_budget: a.shared_budget,
         supervise: a.supervise,
         log_file,

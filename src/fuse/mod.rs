@@ -150,7 +150,7 @@ impl Filesystem for BoundFs {
         // The umask must not be applied under a directory with a default ACL
         // (POSIX.1e); the kernel applies it to every create unless the
         // daemon takes it over (fs/fuse/dir.c, FUSE_DONT_MASK).
-        self.dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
+        self.dont_mask = self.core.acl() && config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
         // POSIX ACLs enforced as on a plain directory: with FUSE_POSIX_ACL the
         // kernel's permission checks (default_permissions) read a file's
         // access ACL (GETXATTR system.posix_acl_access), cached per inode
@@ -159,8 +159,8 @@ impl Filesystem for BoundFs {
         // fs/fuse/dir.c), so an ACL changed in BACKING behind the mount is
         // enforced within attr_timeout, as a mode change there is. Without
         // it the kernel checks the mode bits only while setfacl appears to
-        // work: a deny entry is ignored.
-        if config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err() {
+        // work: a deny entry is ignored (hence `noacl` also refuses them).
+        if self.core.acl() && config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err() {
             log::warn!("the kernel does not offer FUSE_POSIX_ACL: ACLs are stored but not enforced through the mount");
         }
         // Without FUSE_PARALLEL_DIROPS the kernel serialises LOOKUP and
