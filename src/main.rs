@@ -139,18 +139,20 @@ fn main() {
     }
     let sink = if !opts.foreground && !notify.requested() {
         // No syslog socket (a container) and no log_file: a file, said once
-        // here, on the caller's stderr, rather than lines sent nowhere.
+        // on the caller's stderr when the mount is live, rather than lines
+        // sent nowhere.
         let mut log = opts.log_file.clone();
+        let mut note = None;
         if log.is_none() && !logging::syslog_available() {
             let f = logging::fallback_log(&opts.mountpoint);
-            eprintln!(
+            note = Some(format!(
                 "boundfs: warning: no syslog socket at /dev/log (a container?): the daemon logs to {}; \
                  give -o log_file=PATH to choose the file",
                 f.display()
-            );
+            ));
             log = Some(f);
         }
-        match daemonize::detach(codes.failure, log.as_deref()) {
+        match daemonize::detach(codes.failure, log.as_deref(), note) {
             Ok(pipe) => ready = Some(pipe),
             Err(e) => {
                 eprintln!("boundfs: error: {e}");
