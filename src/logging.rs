@@ -216,7 +216,10 @@ mod tests {
     fn a_stopped_reader_is_demoted_only_during_a_hand_over() {
         let short = "Short read of FUSE request header (0 < 40)";
         let rec = |level, target, text: &str, stopping| {
-            stopped_reader(&Record::builder().level(level).target(target).args(format_args!("{text}")).build(), stopping)
+            stopped_reader(
+                &Record::builder().level(level).target(target).args(format_args!("{text}")).build(),
+                stopping,
+            )
         };
         assert!(rec(Level::Error, "fuser::request", short, true));
         assert!(!rec(Level::Error, "fuser::request", short, false), "outside a hand-over it stays an error");

@@ -115,10 +115,7 @@ pub fn read_status(mnt: &Path) -> Result<Status, CtlError> {
 /// below, so `boundfs status /mnt/kv/sub` shows `/mnt/kv`; `path` as
 /// given when it is in none (the error then names it).
 pub fn mount_of(path: &Path) -> PathBuf {
-    let abs = path
-        .canonicalize()
-        .or_else(|_| std::path::absolute(path))
-        .unwrap_or_else(|_| path.to_path_buf());
+    let abs = path.canonicalize().or_else(|_| std::path::absolute(path)).unwrap_or_else(|_| path.to_path_buf());
     crate::claim::mounts()
         .into_iter()
         .filter(|e| e.fstype == "fuse.boundfs" && abs.starts_with(&e.point))
