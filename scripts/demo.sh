@@ -33,8 +33,8 @@ command -v python3 >/dev/null  || skip "python3 not found"
 command -v getfattr >/dev/null || skip "getfattr not found: apt-get install attr"
 
 if [[ -z ${BOUNDFS:-} ]]; then
-    say "building: cargo build --release (in $REPO)"
-    (cd "$REPO" && cargo build --release --quiet) || die "cargo build --release failed"
+    say "building: cargo build --release (in $REPO); the first build takes about 2-4 minutes"
+    (cd "$REPO" && cargo build --release) || die "cargo build --release failed"
     BOUNDFS="$REPO/target/release/boundfs"
 fi
 [[ -x $BOUNDFS ]] || die "boundfs binary not found or not executable: $BOUNDFS"

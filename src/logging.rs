@@ -1,7 +1,8 @@
 //! Log setup: env_logger (`RUST_LOG`, default `info`) to stderr (`-f`,
 //! systemd services), to the `log_file`, or, for a detached daemon without
 //! one, to syslog (`/dev/log`, which journald serves: `journalctl -t
-//! boundfs`).
+//! boundfs`); with no syslog socket there (a container), to the file
+//! [`fallback_log`] names, which the mount command says once.
 //!
 //! One line of fuser's is demoted: `ERROR fuser::reply Failed to send FUSE
 //! reply: No such file or directory`. The kernel answers a reply write with
@@ -9,9 +10,17 @@
 //! (a signal; the kernel sent INTERRUPT and dropped the request) before the
 //! reply arrived (kernel `Documentation/filesystems/fuse.rst`, "Interrupting
 //! filesystem operations"). Nothing was lost, so it is logged at debug.
+//!
+//! And, while a hand-over stops the session's readers ([`readers_stopping`],
+//! `fuse::handover::stop_readers`), fuser's `ERROR fuser::request] Short
+//! read of FUSE request header (0 < 40)`, once per reader thread: each
+//! reader's /dev/fuse fd was replaced by /dev/null, so its read returns 0
+//! bytes and its loop ends. That is how an upgrade stops them, not an
+//! error: logged at debug too.
 
 use std::io::Write;
 use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use env_logger::{Builder, Env, Logger, Target};
 use log::{Level, Log, Metadata, Record};
@@ -26,8 +35,27 @@ pub enum Sink {
     Stderr,
     /// This file, opened for appending (`log_file` in the foreground).
     File(std::fs::File),
-    /// syslog via `/dev/log`; if that socket is absent, nowhere.
+    /// syslog via `/dev/log`; stderr when no syslog socket answers there
+    /// (a container: [`syslog_available`]; the daemon's stderr is then the
+    /// fallback file [`fallback_log`] names).
     Syslog,
+}
+
+/// The syslog socket.
+const DEV_LOG: &str = "/dev/log";
+
+/// Whether a syslog daemon (or journald) takes datagrams at `/dev/log`:
+/// absent in most containers, where lines sent there would vanish.
+pub fn syslog_available() -> bool {
+    UnixDatagram::unbound().and_then(|s| s.connect(DEV_LOG)).is_ok()
+}
+
+/// Where a detached daemon logs when there is no syslog socket and no
+/// `log_file`: `boundfs-MOUNTPOINT.log` (the mountpoint's `/` as `-`) in
+/// the temporary directory (`$TMPDIR`, else `/tmp`).
+pub fn fallback_log(mountpoint: &std::path::Path) -> std::path::PathBuf {
+    let name = mountpoint.to_string_lossy().trim_matches('/').replace('/', "-");
+    std::env::temp_dir().join(format!("boundfs-{}.log", if name.is_empty() { "root" } else { &name }))
 }
 
 /// Installs the logger. Call once, before any thread starts.
@@ -35,7 +63,7 @@ pub fn init(sink: Sink) {
     let mut b = Builder::from_env(Env::default().default_filter_or(DEFAULT_FILTER));
     if let Sink::File(f) = sink {
         b.target(Target::Pipe(Box::new(f)));
-    } else if matches!(sink, Sink::Syslog) {
+    } else if matches!(sink, Sink::Syslog) && syslog_available() {
         let pid = std::process::id();
         b.format(move |buf, r| {
             // facility daemon (3); severities: err 3, warning 4, info 6, debug 7
@@ -47,7 +75,7 @@ pub fn init(sink: Sink) {
             };
             writeln!(buf, "<{}>boundfs[{pid}]: {}", 3 * 8 + sev, r.args())
         });
-        b.target(Target::Pipe(Box::new(SyslogWriter::connect(std::path::Path::new("/dev/log")))));
+        b.target(Target::Pipe(Box::new(SyslogWriter::connect(std::path::Path::new(DEV_LOG)))));
     }
     let inner = b.build();
     let max = inner.filter();
@@ -56,7 +84,17 @@ pub fn init(sink: Sink) {
     }
 }
 
-/// env_logger's logger with the interrupted-reply line demoted to debug.
+/// Set while a hand-over stops the session's readers (see the module docs).
+static READERS_STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Says whether the session's readers are being stopped on purpose (an
+/// upgrade's hand-over): while `on`, their end-of-file reads are logged at
+/// debug, not as fuser's ERROR.
+pub fn readers_stopping(on: bool) {
+    READERS_STOPPING.store(on, Ordering::Relaxed);
+}
+
+/// env_logger's logger with the expected lines (module docs) demoted to debug.
 struct Quiet {
     inner: Logger,
 }
@@ -71,15 +109,35 @@ fn interrupted_reply(r: &Record) -> bool {
     text.starts_with("Failed to send FUSE reply") && text.ends_with("(os error 2)")
 }
 
+/// Whether `r` is a reader's end-of-file read while the readers are being
+/// stopped for a hand-over (`Short read of FUSE request header (0 < 40)`).
+fn stopped_reader(r: &Record, stopping: bool) -> bool {
+    stopping
+        && r.level() == Level::Error
+        && r.target().starts_with("fuser::request")
+        && r.args().to_string().starts_with("Short read of FUSE request header (0 <")
+}
+
+/// Why `r` is no error (then logged at debug with that note), or None.
+fn demoted(r: &Record) -> Option<&'static str> {
+    if interrupted_reply(r) {
+        Some("the request was interrupted; not an error")
+    } else if stopped_reader(r, READERS_STOPPING.load(Ordering::Relaxed)) {
+        Some("a reader stopped for a hand-over; not an error")
+    } else {
+        None
+    }
+}
+
 impl Log for Quiet {
     fn enabled(&self, m: &Metadata) -> bool {
         self.inner.enabled(m)
     }
 
     fn log(&self, r: &Record) {
-        if !interrupted_reply(r) {
+        let Some(note) = demoted(r) else {
             return self.inner.log(r);
-        }
+        };
         let debug = Metadata::builder().level(Level::Debug).target(r.target()).build();
         if self.inner.enabled(&debug) {
             self.inner.log(
@@ -88,7 +146,7 @@ impl Log for Quiet {
                     .module_path(r.module_path())
                     .file(r.file())
                     .line(r.line())
-                    .args(format_args!("{} (the request was interrupted; not an error)", r.args()))
+                    .args(format_args!("{} ({note})", r.args()))
                     .build(),
             );
         }
@@ -152,6 +210,29 @@ mod tests {
         assert!(!logger.matches(&debug));
         let error = Record::builder().level(Level::Error).target("fuser::reply").build();
         assert!(logger.matches(&error));
+    }
+
+    #[test]
+    fn a_stopped_reader_is_demoted_only_during_a_hand_over() {
+        let short = "Short read of FUSE request header (0 < 40)";
+        let rec = |level, target, text: &str, stopping| {
+            stopped_reader(
+                &Record::builder().level(level).target(target).args(format_args!("{text}")).build(),
+                stopping,
+            )
+        };
+        assert!(rec(Level::Error, "fuser::request", short, true));
+        assert!(!rec(Level::Error, "fuser::request", short, false), "outside a hand-over it stays an error");
+        assert!(!rec(Level::Error, "fuser::request", "Short read of FUSE request header (12 < 40)", true));
+        assert!(!rec(Level::Error, "fuser::request", "Short read of FUSE request (40 < 80)", true));
+        assert!(!rec(Level::Error, "fuser::reply", short, true));
+    }
+
+    #[test]
+    fn the_fallback_log_is_named_after_the_mountpoint() {
+        let p = fallback_log(std::path::Path::new("/mnt/kv/"));
+        assert_eq!(p.file_name().and_then(|n| n.to_str()), Some("boundfs-mnt-kv.log"));
+        assert_eq!(p.parent(), Some(std::env::temp_dir().as_path()));
     }
 
     #[test]

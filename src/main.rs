@@ -138,14 +138,28 @@ fn main() {
         supervisor::note_cwd();
     }
     let sink = if !opts.foreground && !notify.requested() {
-        match daemonize::detach(codes.failure, opts.log_file.as_deref()) {
+        // No syslog socket (a container) and no log_file: a file, said once
+        // on the caller's stderr when the mount is live, rather than lines
+        // sent nowhere.
+        let mut log = opts.log_file.clone();
+        let mut note = None;
+        if log.is_none() && !logging::syslog_available() {
+            let f = logging::fallback_log(&opts.mountpoint);
+            note = Some(format!(
+                "boundfs: warning: no syslog socket at /dev/log (a container?): the daemon logs to {}; \
+                 give -o log_file=PATH to choose the file",
+                f.display()
+            ));
+            log = Some(f);
+        }
+        match daemonize::detach(codes.failure, log.as_deref(), note) {
             Ok(pipe) => ready = Some(pipe),
             Err(e) => {
                 eprintln!("boundfs: error: {e}");
                 exit(codes.failure);
             }
         }
-        if opts.log_file.is_some() { logging::Sink::Stderr } else { logging::Sink::Syslog }
+        if log.is_some() { logging::Sink::Stderr } else { logging::Sink::Syslog }
     } else {
         match opts.log_file.as_deref().map(daemonize::open_log) {
             Some(Ok(f)) => logging::Sink::File(f),

@@ -201,7 +201,7 @@ status_table! {
     /// `pgrep boundfs` misses).
     pid: u32;
     /// Process id of the supervisor holding the mount's connection
-    /// (`supervise`; 0 without one).
+    /// (`supervise`; 0 without one, and once it died).
     supervisor: u32;
     /// Times the supervisor restarted a dead daemon on the live connection.
     restarts: u64;

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use fuser::Errno;
 
 mod process;
-pub use process::{access, egid, euid, flock, fstatfs, hostname, open, statvfs, tid, uid};
+pub use process::{access, egid, euid, flock, fstatfs, hostname, open, ppid, statvfs, tid, uid};
 
 /// Result of a syscall wrapper.
 pub type SysResult<T> = Result<T, Errno>;

@@ -123,6 +123,8 @@ pub struct Options {
     pub flush: FlushMode,
     /// Backing files' cached pages dropped at RELEASE and after READs (`drop_cache=release`).
     pub drop_cache: bool,
+    /// POSIX ACLs through the mount (`acl`, the default; `noacl`: mode bits only).
+    pub acl: bool,
     /// With `shared`: the shared budget record grants each node its bytes
     /// (`shared_budget=record`, the default; `views` admits against each
     /// node's own view).

@@ -35,7 +35,8 @@ pub const MOUNT_FLAGS: &str = "mount(8) flags (also as -o flag)";
                   the value: -o pattern=*.{bin,pt}.\n\
                   Sizes: bytes, or K/M/G/T = KiB/MiB/GiB/TiB (powers of 1024), fractions allowed (1.5G).\n\
                   Durations: 250ms, 60s, 5m, 1h, or bare seconds.\n\
-                  Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE\n\
+                  Other commands: boundfs status MOUNTPOINT [--json]; boundfs set MOUNTPOINT max_size=SIZE; \
+                  boundfs upgrade MOUNTPOINT [--binary PATH]\n\
                   Exit status: 0 ok, 1 runtime failure, 2 bad input, 3 already served, 4 a dead mount in the way."
 )]
 pub struct Args {
@@ -181,6 +182,13 @@ pub struct Args {
     /// No lazytime (the default).
     #[arg(long, overrides_with_all = ["lazytime", "nolazytime"], help_heading = MOUNT_FLAGS)]
     pub nolazytime: bool,
+    /// POSIX ACLs enforced through the mount (the default; FUSE_POSIX_ACL).
+    #[arg(long, overrides_with_all = ["acl", "noacl"], help_heading = MOUNT_FLAGS)]
+    pub acl: bool,
+    /// No POSIX ACLs, as ext4's noacl: the mode bits alone decide access, and getfacl/setfacl of
+    /// system.posix_acl_* through the mount fail with EOPNOTSUPP (the last of acl and noacl wins).
+    #[arg(long, overrides_with_all = ["acl", "noacl"], help_heading = MOUNT_FLAGS)]
+    pub noacl: bool,
 }
 
 /// The atime modes: the last one given wins (mount(8), "FILESYSTEM-INDEPENDENT MOUNT OPTIONS").
@@ -467,6 +475,7 @@ pub fn options(a: Args, matches: &ArgMatches) -> Result<Options, ConfigError> {
         shared: a.shared,
         flush: a.flush,
         drop_cache: a.drop_cache,
+        acl: !a.noacl,
         shared_budget: a.shared_budget,
         supervise: a.supervise,
         guard: a.guard,

@@ -55,8 +55,9 @@ fn fail<T>(code: i32, msg: impl Into<String>) -> Result<T, CtlError> {
     Err(CtlError { code, msg: msg.into() })
 }
 
-/// The subcommands.
-const COMMANDS: [&str; 3] = ["status", "set", "upgrade"];
+/// The subcommands (each in `--help`'s "Other commands" and the README's
+/// Usage lines: `docs_tests`).
+pub const COMMANDS: [&str; 3] = ["status", "set", "upgrade"];
 
 /// Whether argv names a subcommand (`boundfs status …`, `boundfs set …`).
 /// A backing directory called `status` or `set` is given as `./status`.
@@ -109,12 +110,27 @@ pub fn read_status(mnt: &Path) -> Result<Status, CtlError> {
     })
 }
 
-/// `boundfs status`: the table (or JSON) on stdout.
+/// The boundfs mount that holds `path`: the mountpoint of the innermost
+/// `fuse.boundfs` mount (in /proc/self/mountinfo) that `path` is in or
+/// below, so `boundfs status /mnt/kv/sub` shows `/mnt/kv`; `path` as
+/// given when it is in none (the error then names it).
+pub fn mount_of(path: &Path) -> PathBuf {
+    let abs = path.canonicalize().or_else(|_| std::path::absolute(path)).unwrap_or_else(|_| path.to_path_buf());
+    crate::claim::mounts()
+        .into_iter()
+        .filter(|e| e.fstype == "fuse.boundfs" && abs.starts_with(&e.point))
+        .max_by_key(|e| e.point.as_os_str().len())
+        .map_or_else(|| path.to_path_buf(), |e| e.point)
+}
+
+/// `boundfs status`: the table (or JSON) on stdout, of the mount that
+/// holds the path given ([`mount_of`]).
 pub fn status(args: &StatusArgs) -> Result<(), CtlError> {
-    // The path as the user gave it may be relative: show it absolute.
-    let mnt = args.mountpoint.canonicalize().unwrap_or_else(|_| args.mountpoint.clone());
+    // The path as the user gave it may be relative or inside the mount:
+    // show the mountpoint, absolute.
+    let mnt = mount_of(&args.mountpoint);
     if args.json {
-        let raw = getxattr(&args.mountpoint, STATS_XATTR)?;
+        let raw = getxattr(&mnt, STATS_XATTR)?;
         let raw = String::from_utf8_lossy(&raw);
         let raw = raw.trim_end();
         // The daemon's JSON with "mountpoint" put first, its fields kept as they are.
@@ -130,7 +146,7 @@ pub fn status(args: &StatusArgs) -> Result<(), CtlError> {
         }
         return Ok(());
     }
-    let mut s = read_status(&args.mountpoint)?;
+    let mut s = read_status(&mnt)?;
     s.mountpoint = mnt.display().to_string();
     print!("{}", s.table(&s.mountpoint));
     Ok(())
@@ -144,7 +160,8 @@ const SETTLE_WAIT: Duration = Duration::from_secs(30);
 const SETTLE_QUIET: Duration = Duration::from_secs(1);
 
 /// `boundfs set`: validates every setting (a `,` separates settings as in
-/// `-o`), then applies them and prints the change once the eviction it
+/// `-o`), then applies them to the mount that holds the path given
+/// ([`mount_of`]) and prints the change once the eviction it
 /// starts has settled (usage at the low watermark, or no longer falling),
 /// or says eviction is still running after [`SETTLE_WAIT`]. Errors: exit 2
 /// for an unknown key or bad value, 1 when the mount refuses (EPERM: not
@@ -169,12 +186,14 @@ pub fn set(args: &SetArgs) -> Result<(), CtlError> {
         }
     }
     let Some((text, n)) = new_max else { return Ok(()) };
-    let before = read_status(&args.mountpoint)?;
-    setxattr(&args.mountpoint, MAX_SIZE_XATTR, text.as_bytes())?;
-    let (s, settled) = settle(&args.mountpoint, &before)?;
+    // The mount's root: the control names pass through to BACKING elsewhere.
+    let mnt = mount_of(&args.mountpoint);
+    let before = read_status(&mnt)?;
+    setxattr(&mnt, MAX_SIZE_XATTR, text.as_bytes())?;
+    let (s, settled) = settle(&mnt, &before)?;
     let mut line = format!(
         "{}: max_size {} -> {} (high watermark {}, low {}); ",
-        args.mountpoint.display(),
+        mnt.display(),
         bytes(before.max_size),
         bytes(n),
         bytes(s.high_watermark_bytes),

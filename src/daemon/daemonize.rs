@@ -50,9 +50,10 @@ pub fn ensure_std_fds() {
 /// and exits 0 (mounted) or `failure` (failed, reason printed to stderr). In
 /// the child it returns the pipe to report on, after detaching: stdin and
 /// stdout on /dev/null, stderr on `log` (opened for appending) if given,
-/// else on /dev/null. Errors: the pipe or the fork failed, or `log` cannot
-/// be opened (nothing was started).
-pub fn detach(failure: i32, log: Option<&std::path::Path>) -> Result<ReadyPipe, String> {
+/// else on /dev/null. `note`: a line the parent prints to stderr once the
+/// mount is live (never with a failure, which stays one line). Errors: the
+/// pipe or the fork failed, or `log` cannot be opened (nothing was started).
+pub fn detach(failure: i32, log: Option<&std::path::Path>, note: Option<String>) -> Result<ReadyPipe, String> {
     // A closed stdin/stdout/stderr would hand its number to the pipe, which
     // the child's redirection to /dev/null would then overwrite.
     ensure_std_fds();
@@ -77,16 +78,19 @@ pub fn detach(failure: i32, log: Option<&std::path::Path>) -> Result<ReadyPipe, 
         }
         child => {
             drop(w);
-            parent_wait(r, child, failure)
+            parent_wait(r, child, failure, note)
         }
     }
 }
 
 /// The parent: read the child's word until it closes the pipe, then exit.
-fn parent_wait(mut r: File, child: libc::pid_t, failure: i32) -> ! {
+fn parent_wait(mut r: File, child: libc::pid_t, failure: i32, note: Option<String>) -> ! {
     let mut word = Vec::new();
     let _ = r.read_to_end(&mut word);
     if word == b"OK" {
+        if let Some(n) = note {
+            eprintln!("{n}");
+        }
         std::process::exit(0);
     }
     if let Some(reason) = word.strip_prefix(b"ERR ") {

@@ -51,6 +51,21 @@ fn help_and_dash_o_keys_list_every_option() {
     }
 }
 
+/// Each subcommand is in `--help`'s "Other commands" and in the README's
+/// Usage lines (`upgrade` was in neither).
+#[test]
+fn help_and_readme_name_every_subcommand() {
+    let help = Args::command().render_long_help().to_string();
+    let other = help.split("Other commands:").nth(1).and_then(|t| t.lines().next()).unwrap_or_default();
+    let readme = doc("README.md");
+    let usage = readme.split("## Usage").nth(1).and_then(|t| t.split("```").nth(1)).unwrap_or_default();
+    for c in super::ctl::COMMANDS {
+        let line = format!("boundfs {c} MOUNTPOINT");
+        assert!(other.contains(&line), "--help's Other commands lack `{line}`: {other}");
+        assert!(usage.lines().any(|l| l.starts_with(&line)), "README's Usage lines lack `{line}`: {usage}");
+    }
+}
+
 #[test]
 fn readme_options_table_matches_the_clap_definition() {
     let readme = doc("README.md");

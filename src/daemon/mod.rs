@@ -146,6 +146,20 @@ pub fn run_from(
 /// and umask 0, so that modes from clients are applied exactly (their umask
 /// is applied before, by the kernel or `Core::creation_mode`, which skips it
 /// under a default ACL).
+/// Makes `live` (bytes: the budget a previous daemon of this mount served
+/// with, from `boundfs set` or argv) the budget this daemon starts with, in
+/// place of argv's `max_size`, and logs a change; `whose` names the source.
+/// The README's promise: a `set` lasts until the unmount (upgrades and
+/// supervised restarts included).
+pub(crate) fn live_max_size(opts: &mut Options, live: Option<u64>, whose: &str) {
+    let Some(n) = live.filter(|&n| n > 0 && n != opts.max_size) else { return };
+    log::info!(
+        "max_size {n} bytes ({whose} live budget, from boundfs set) in place of the options' {} bytes",
+        opts.max_size
+    );
+    opts.max_size = n;
+}
+
 fn prepare_process() {
     let nofile = sys::raise_nofile();
     if nofile < 65536 && sys::euid() != 0 {

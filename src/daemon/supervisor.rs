@@ -200,6 +200,9 @@ pub fn daemon_main(opts: &Options, notify: &Notify, sock: OwnedFd) -> Result<(),
     }
     let table = crate::fs::held::OpenTable::map(fds.remove(0)).map_err(|e| format!("open handle table: {e}"))?;
     crate::fs::held::install(table);
+    let mut opts = opts.clone();
+    super::live_max_size(&mut opts, crate::fs::held::recorded_max_size(), "the previous daemon's");
+    let opts = &opts;
     let resume = if tag == START {
         *CONNECTION.lock().map_err(|_| "poisoned")? = Some(fuse);
         None

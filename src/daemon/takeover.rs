@@ -75,7 +75,7 @@ pub fn main(name: &str) -> ! {
     }
     crate::config::TAKING_OVER.store(true, std::sync::atomic::Ordering::Relaxed);
     let argv: Vec<OsString> = hello.argv.iter().map(OsString::from).collect();
-    let opts = match cli::parse(&argv) {
+    let mut opts = match cli::parse(&argv) {
         Ok(o) => o,
         Err(cli::CliError::Bad(e)) => refuse(format!("the running daemon's options: {e}")),
         Err(cli::CliError::Refused(f)) => refuse(format!("the running daemon's options: {}", f.msg)),
@@ -112,6 +112,7 @@ pub fn main(name: &str) -> ! {
         hello.pid,
         header.left
     );
+    super::live_max_size(&mut opts, state.max_size, "the running daemon's");
     let r = Resume { fuse, negotiated: header.negotiated, old_fuse_fds, state: Some((state, rest)) };
     let pid = std::process::id();
     let result = super::run_from(&opts, &notify, metrics, || on_ready(&notify, &sock, pid, header.drained_ns), Some(r));

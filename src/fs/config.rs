@@ -61,6 +61,9 @@ pub struct Config {
     /// With `shared`, writes are admitted within grants from the shared
     /// budget record (`shared_budget=record`; default `views`, off).
     pub shared_budget: bool,
+    /// POSIX ACLs through the mount (`acl`, on); off (`noacl`), the kernel
+    /// checks the mode bits alone and `system.posix_acl_*` is EOPNOTSUPP.
+    pub acl: bool,
 }
 
 impl Config {
@@ -82,6 +85,7 @@ impl Config {
             noatime: false,
             nodiratime: false,
             shared_budget: true,
+            acl: true,
         }
     }
 
@@ -102,6 +106,7 @@ impl Config {
             noatime: opts.atime.mode == AtimeMode::Noatime,
             nodiratime: opts.atime.nodiratime,
             shared_budget: opts.shared_budget,
+            acl: opts.acl,
         }
     }
 }
@@ -167,6 +172,7 @@ impl Core {
             flush_backing: false,
             open_extra: (0, 0),
             drop_cache: false,
+            noacl: !config.acl,
             index: (Mutex::new((!indexing).then(ScanReport::default)), Condvar::new()),
             handles: RwLock::new(HashMap::new()),
             io: IoModes::new(false),

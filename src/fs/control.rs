@@ -64,8 +64,7 @@ impl Core {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backing: self.root_path.display().to_string(),
             pid: std::process::id(),
-            // Set by the supervisor (`daemon::supervisor`) for its daemons.
-            supervisor: std::env::var("BOUNDFS_SUPERVISOR_PID").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
+            supervisor: live_supervisor(),
             restarts: std::env::var("BOUNDFS_RESTARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
             max_size: p.max_size,
             high_watermark: p.high_watermark,
@@ -129,8 +128,11 @@ impl Core {
     /// their fractions; the evictor is woken so usage above the new high
     /// watermark falls to the new low watermark at once, and writes that would
     /// pass the new budget evict inline or fail with ENOSPC from now on.
-    /// Returns the previous budget.
+    /// Returns the previous budget. The new budget lasts until the unmount:
+    /// recorded for the next daemon of a supervisor (`held`) and handed
+    /// over at an upgrade (`HandedState::max_size`).
     pub fn set_max_size(&self, max_size: u64) -> u64 {
+        super::held::record_max_size(max_size);
         let old = self.accounts().set_max_size(max_size);
         let p = self.policy();
         log::info!(
@@ -188,4 +190,14 @@ impl Core {
             }
         }
     }
+}
+
+/// The supervisor's process id while it lives, 0 otherwise: the
+/// supervisor (`daemon::supervisor`) names itself in its daemons'
+/// `BOUNDFS_SUPERVISOR_PID` and is their parent. Once it died (killed), the
+/// daemon serves on, reparented, with no one to restart it: status must
+/// not show a supervisor then.
+fn live_supervisor() -> u32 {
+    let named: u32 = std::env::var("BOUNDFS_SUPERVISOR_PID").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    if named != 0 && crate::sys::ppid() == named { named } else { 0 }
 }

@@ -105,7 +105,7 @@ fn dtype(t: u8) -> fuser::FileType {
 /// privileges (FUSE_HANDLE_KILLPRIV_V2): for chown(f, -1, -1), or
 /// file_remove_privs() before an fallocate (chown_common() in fs/open.c,
 /// file_remove_privs() in fs/inode.c); the two look alike. For a caller
-/// without CAP_FSETID (`killer`: not root) the set-ID bits go as
+/// without CAP_FSETID (`killer`, see `Caller::has_fsetid`) the set-ID bits go as
 /// [`privs::after_change`] says, and security.capability with them, when
 /// the caller owns the file or may write it (an fallocate needs a writable
 /// open). Anyone else can only be asking chown(f, -1, -1), which the kernel

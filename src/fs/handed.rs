@@ -91,6 +91,11 @@ pub struct HandedState {
     /// (a name need not be UTF-8). Absent from an older daemon's state.
     #[serde(default)]
     pub emptied: Vec<Vec<u8>>,
+    /// The live budget (bytes): argv's `max_size`, or what `boundfs set`
+    /// changed it to; the next daemon starts with it. Absent (None) from an
+    /// older daemon's state: argv's then.
+    #[serde(default)]
+    pub max_size: Option<u64>,
 }
 
 /// [`Core::collect_state`]'s result: the state and the fds it indexes.
@@ -178,7 +183,9 @@ impl Core {
         }
         let next_fh = self.next_fh.load(std::sync::atomic::Ordering::Relaxed);
         let emptied = self.emptied_queued().into_iter().map(|p| p.into_os_string().into_vec()).collect();
-        Ok(Collected { state: HandedState { next_fh, inodes, handles: hs, dirs, backing, emptied }, fds })
+        let max_size = Some(self.policy().max_size);
+        let state = HandedState { next_fh, inodes, handles: hs, dirs, backing, emptied, max_size };
+        Ok(Collected { state, fds })
     }
 
     /// Takes over `state` with `fds` (indexed by it) from the daemon that

@@ -19,12 +19,16 @@ fn state_round_trips_through_json() {
         dirs: vec![HandedDir { fh: 40, fd: 3 }],
         backing: vec![(7, 5)],
         emptied: vec![b"abc/d\xffe".to_vec()],
+        max_size: Some(200 << 20),
     };
     let text = serde_json::to_vec(&s).unwrap();
     assert_eq!(serde_json::from_slice::<HandedState>(&text).unwrap(), s);
     // An older daemon's state has no `emptied`.
     let old = br#"{"next_fh":1,"inodes":[],"handles":[],"dirs":[],"backing":[]}"#;
-    assert!(serde_json::from_slice::<HandedState>(old).unwrap().emptied.is_empty());
+    let old = serde_json::from_slice::<HandedState>(old).unwrap();
+    assert!(old.emptied.is_empty());
+    // nor `max_size`: the new daemon keeps its argv's.
+    assert_eq!(old.max_size, None);
 }
 
 /// A handed passthrough id is reused by the next open that needs one, and
@@ -66,8 +70,10 @@ fn a_second_core_serves_what_the_first_handed_over() {
     old.lookup(ROOT, std::ffi::OsStr::new("a.bin")).unwrap(); // nlookup 3 (CREATE, 2 LOOKUPs)
     let fh = old.open(attr.ino, libc::O_RDONLY).unwrap().fh;
     let dh = old.opendir(ROOT).unwrap();
+    old.set_max_size(48 << 20);
     let c = old.collect_state(vec![]).unwrap();
     assert_eq!(c.state.handles.len(), 1);
+    assert_eq!(c.state.max_size, Some(48 << 20), "the live budget, as `boundfs set` left it");
     let json = serde_json::to_vec(&c.state).unwrap();
     let state: HandedState = serde_json::from_slice(&json).unwrap();
     let new = core(dir.path(), 64 << 20);

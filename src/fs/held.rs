@@ -34,6 +34,10 @@
 //! A full table records nothing more (logged once): those handles are then
 //! not protected across a crash.
 //!
+//! After the journal, [`SETTINGS_WORDS`] words keep the live settings
+//! `boundfs set` changed (word 0: `max_size` in bytes, 0 when never set),
+//! so the next daemon starts with them rather than with its argv's.
+//!
 //! Lock: [`HELD`] is a leaf mutex (no other lock taken under it).
 
 use std::collections::HashMap;
@@ -50,9 +54,11 @@ pub const DEAD: u64 = u64::MAX;
 /// u64 words per slot: fh, node id, I/O mode and backing id, budget bytes
 /// held, identity ([`identity`]).
 const W: usize = 5;
+/// Words after the journal for the live settings (see the module docs).
+pub const SETTINGS_WORDS: usize = 8;
 /// Bytes of the memfd: the table, then the journal of requests in flight
-/// (`inflight`).
-const BYTES: usize = (SLOTS * W + super::inflight::WORDS) * 8;
+/// (`inflight`), then the live settings.
+const BYTES: usize = (SLOTS * W + super::inflight::WORDS + SETTINGS_WORDS) * 8;
 
 /// The shared table of open handles (see the module docs).
 pub struct OpenTable {
@@ -116,6 +122,24 @@ impl OpenTable {
         // SAFETY: reduced below the journal's length; the mapping holds
         // W * SLOTS + inflight::WORDS words and lives as long as the table.
         unsafe { &*self.words.add(W * SLOTS + i % super::inflight::WORDS) }
+    }
+
+    /// Settings word `i` (below [`SETTINGS_WORDS`]), after the journal.
+    fn settings_word(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: reduced below SETTINGS_WORDS; the mapping holds
+        // W * SLOTS + inflight::WORDS + SETTINGS_WORDS words and lives as
+        // long as the table.
+        unsafe { &*self.words.add(W * SLOTS + super::inflight::WORDS + i % SETTINGS_WORDS) }
+    }
+
+    /// Records the live `max_size` (bytes) `boundfs set` gave.
+    pub fn set_max_size(&self, max_size: u64) {
+        self.settings_word(0).store(max_size, Ordering::Release);
+    }
+
+    /// The live `max_size` (bytes) a daemon recorded, if one was set.
+    pub fn max_size(&self) -> Option<u64> {
+        Some(self.settings_word(0).load(Ordering::Acquire)).filter(|&n| n > 0)
     }
 
     /// Records open handle `fh` of node `ino`, whose backing object is
@@ -242,6 +266,21 @@ static HELD: Mutex<Option<Held>> = Mutex::new(None);
 /// Makes `t` this daemon's table (once, before it serves).
 pub fn install(t: OpenTable) {
     let _ = TABLE.set(t);
+}
+
+/// Records a live `max_size` (bytes, from `boundfs set`) in the
+/// supervisor's memfd, for the daemon it starts after this one dies. No-op
+/// when not supervised.
+pub fn record_max_size(max_size: u64) {
+    if let Some(t) = TABLE.get() {
+        t.set_max_size(max_size);
+    }
+}
+
+/// The live `max_size` (bytes) a previous daemon under the same supervisor
+/// recorded; None when not supervised or never set.
+pub fn recorded_max_size() -> Option<u64> {
+    TABLE.get().and_then(OpenTable::max_size)
 }
 
 /// This daemon's table (None: not supervised).
@@ -378,6 +417,10 @@ mod tests {
         assert_eq!(mode_of(a.live()[0].2), Some((Mode::Passthrough, Some(3))));
         assert_eq!(mode_of(0), None);
         assert_eq!(mode_of(info(Mode::Cached, None)), Some((Mode::Cached, None)));
+        // the live budget a `boundfs set` recorded, for the next daemon
+        assert_eq!(b.max_size(), None, "never set");
+        a.set_max_size(200 << 20);
+        assert_eq!(b.max_size(), Some(200 << 20));
     }
 
     /// The id is read from fuser 0.18's `Debug` of a `BackingId` (no

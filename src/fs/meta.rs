@@ -81,6 +81,7 @@ impl Core {
                 };
             }
         }
+        self.acl_refused(name)?;
         let fd = self.inode(ino)?.fd().as_raw_fd();
         let mut buf = vec![0u8; size as usize];
         let n = sys::xattr::get(fd, name, &mut buf)?;
@@ -131,6 +132,7 @@ impl Core {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return self.control_set(name, value, who.uid);
         }
+        self.acl_refused(name)?;
         let i = self.inode(ino)?;
         // A value too big for the inode takes blocks of its own (ext4: an
         // external block, or with ea_inode an inode of the value's size),
@@ -139,7 +141,7 @@ impl Core {
         let _room = self.reserve(need, false)?;
         sys::xattr::set(i.fd().as_raw_fd(), name, value, flags)?;
         self.refresh_size(i.key, i.fd());
-        if name.as_encoded_bytes() == ACL_ACCESS && who.uid != 0 {
+        if name.as_encoded_bytes() == ACL_ACCESS && !who.has_fsetid() {
             // The backing filesystem kept S_ISGID: it checked the daemon's
             // credentials, not the caller's.
             let st = sys::fstat(i.fd())?;
@@ -159,6 +161,7 @@ impl Core {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return Err(Errno::EPERM);
         }
+        self.acl_refused(name)?;
         let i = self.inode(ino)?;
         sys::xattr::remove(i.fd().as_raw_fd(), name)?;
         self.refresh_size(i.key, i.fd());
@@ -177,6 +180,19 @@ impl Core {
     fn acl_set_mode(&self, ino: INodeNo, name: &OsStr) {
         if name.as_encoded_bytes() == ACL_ACCESS {
             self.inval.attrs_now(ino.0);
+        }
+    }
+}
+
+impl Core {
+    /// Under `noacl`, the POSIX ACL names (`system.posix_acl_access` and
+    /// `_default`, acl(5)) are refused with EOPNOTSUPP, as ext4 mounted
+    /// noacl refuses them: getfacl then shows the mode bits, setfacl fails
+    /// rather than store an ACL the kernel would not enforce.
+    fn acl_refused(&self, name: &OsStr) -> OpResult<()> {
+        match self.noacl && name.as_encoded_bytes().starts_with(b"system.posix_acl_") {
+            true => Err(Errno::EOPNOTSUPP),
+            false => Ok(()),
         }
     }
 }

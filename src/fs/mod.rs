@@ -148,6 +148,8 @@ pub struct Core {
     open_extra: (i32, i32),
     /// `drop_cache=release` (see [`pagecache`]). Set once, before the mount serves.
     drop_cache: bool,
+    /// `noacl`: no POSIX ACLs through the mount (`Core::acl`, `meta`).
+    noacl: bool,
     /// The start-up index's report once it is complete (`None` while it runs).
     index: (Mutex<Option<ScanReport>>, Condvar),
     /// The one handle table: fh → handle (fd, key, inode, I/O mode).

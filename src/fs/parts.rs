@@ -56,6 +56,13 @@ impl Core {
         self.flush_backing = flush_backing;
     }
 
+    /// Whether POSIX ACLs work through the mount (`acl`, the default): the
+    /// adapter then asks the kernel for FUSE_POSIX_ACL and FUSE_DONT_MASK;
+    /// with `noacl` the mode bits alone decide, as on ext4 mounted noacl.
+    pub fn acl(&self) -> bool {
+        !self.noacl
+    }
+
     /// Sets the mount's atime options the daemon applies itself: with
     /// `noatime` no backing file or directory opened for a client has its
     /// atime updated, with `nodiratime` no directory (O_NOATIME; the kernel

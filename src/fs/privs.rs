@@ -18,10 +18,15 @@
 //! The FUSE header carries the caller's uid, gid (its fsuid and fsgid) and
 //! thread id, not its capabilities nor its supplementary groups. Whether it
 //! lacks CAP_FSETID comes from the kernel where it says so
-//! (FUSE_WRITE_KILL_SUIDGID on a WRITE) and is "not root" elsewhere; its
-//! supplementary groups are read from `/proc/<tid>/status`, and only when the
-//! answer depends on them (a set-group-ID file, not group-executable, of a
-//! group other than the caller's fsgid), which a store never meets.
+//! (FUSE_WRITE_KILL_SUIDGID on a WRITE); elsewhere (a truncate, an
+//! fallocate, chown(f, -1, -1), an ACL set: fuser does not pass on
+//! FATTR_KILL_SUIDGID) from the caller's effective capabilities, the
+//! `CapEff:` line of `/proc/<tid>/status` ([`Caller::has_fsetid`]), so root
+//! without CAP_FSETID loses the bits and a user with it keeps them, as
+//! natively. Its supplementary groups are read from the same file, and only
+//! when the answer depends on them (a set-group-ID file, not
+//! group-executable, of a group other than the caller's fsgid), which a
+//! store never meets.
 
 use std::io::{BufRead, BufReader};
 
@@ -38,14 +43,37 @@ impl Caller {
     }
 }
 
+/// CAP_FSETID's bit number in a capability set (include/uapi/linux/capability.h).
+const CAP_FSETID: u32 = 4;
+
+impl Caller {
+    /// Whether the caller has CAP_FSETID in its effective set (the `CapEff:`
+    /// line of `/proc/<pid>/status`, `pid` being the thread id the FUSE
+    /// header gives): the kernel's `capable(CAP_FSETID)`, which decides
+    /// whether a change of content or size keeps the set-ID bits. A caller
+    /// whose status cannot be read (pid 0, the thread has exited) counts as
+    /// capable only if it is uid 0.
+    pub fn has_fsetid(&self) -> bool {
+        let eff = (self.pid != 0).then(|| status_line(self.pid, "CapEff:")).flatten();
+        match eff.and_then(|v| u64::from_str_radix(v.trim(), 16).ok()) {
+            Some(caps) => caps & (1 << CAP_FSETID) != 0,
+            None => self.uid == 0,
+        }
+    }
+}
+
+/// The rest of the line of `/proc/<tid>/status` that starts with `key`
+/// (None when unreadable or absent).
+fn status_line(tid: u32, key: &str) -> Option<String> {
+    crate::sys::tick();
+    let f = std::fs::File::open(format!("/proc/{tid}/status")).ok()?;
+    BufReader::new(f).lines().map_while(Result::ok).find_map(|l| l.strip_prefix(key).map(str::to_string))
+}
+
 /// The supplementary groups of thread `tid` (empty when unreadable).
 pub(super) fn supplementary_groups(tid: u32) -> Vec<u32> {
-    crate::sys::tick();
-    let Ok(f) = std::fs::File::open(format!("/proc/{tid}/status")) else { return Vec::new() };
-    BufReader::new(f)
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("Groups:").map(|g| g.split_whitespace().filter_map(|n| n.parse().ok()).collect()))
+    status_line(tid, "Groups:")
+        .map(|g| g.split_whitespace().filter_map(|n| n.parse().ok()).collect())
         .unwrap_or_default()
 }
 
@@ -116,5 +144,18 @@ mod tests {
         }
         assert!(me.in_group(u32::MAX - 1), "its fsgid");
         assert!(!Caller { pid: 0, ..me }.in_group(u32::MAX - 2));
+    }
+
+    /// CAP_FSETID is read from the caller's effective set: this test
+    /// process's own (root here, with or without it), and uid 0 decides
+    /// only when the status cannot be read.
+    #[test]
+    fn cap_fsetid_comes_from_the_callers_effective_set() {
+        let me = Caller { uid: 12345, gid: 1, pid: crate::sys::tid() as u32 };
+        let eff = status_line(me.pid, "CapEff:").expect("own status");
+        let has = u64::from_str_radix(eff.trim(), 16).unwrap() & (1 << CAP_FSETID) != 0;
+        assert_eq!(me.has_fsetid(), has, "by capability, not by uid (CapEff {eff})");
+        assert!(Caller { pid: 0, uid: 0, gid: 0 }.has_fsetid(), "unknown: root");
+        assert!(!Caller { pid: 0, uid: 5, gid: 0 }.has_fsetid(), "unknown: others");
     }
 }

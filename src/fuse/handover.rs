@@ -175,6 +175,20 @@ pub fn stop_readers(keep: RawFd, signal: libc::c_int, stopped: impl Fn() -> bool
         return last_error("sigaction");
     }
     let null = std::fs::File::open("/dev/null")?;
+    // Each reader's end-of-file read is expected from here (crate::logging).
+    crate::logging::readers_stopping(true);
+    let stopped_all = stop_all(keep, signal, &null, &stopped);
+    crate::logging::readers_stopping(false);
+    stopped_all
+}
+
+/// [`stop_readers`] once its handler is set.
+fn stop_all(
+    keep: RawFd,
+    signal: libc::c_int,
+    null: &std::fs::File,
+    stopped: &impl Fn() -> bool,
+) -> std::io::Result<Vec<OwnedFd>> {
     let mut kept = Vec::new();
     for fd in fuse_fds_except(keep) {
         // SAFETY: `fd` is open: fuser's fds close only when its session ends,

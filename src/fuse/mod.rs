@@ -150,7 +150,7 @@ impl Filesystem for BoundFs {
         // The umask must not be applied under a directory with a default ACL
         // (POSIX.1e); the kernel applies it to every create unless the
         // daemon takes it over (fs/fuse/dir.c, FUSE_DONT_MASK).
-        self.dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
+        self.dont_mask = self.core.acl() && config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
         // POSIX ACLs enforced as on a plain directory: with FUSE_POSIX_ACL the
         // kernel's permission checks (default_permissions) read a file's
         // access ACL (GETXATTR system.posix_acl_access), cached per inode
@@ -159,8 +159,8 @@ impl Filesystem for BoundFs {
         // fs/fuse/dir.c), so an ACL changed in BACKING behind the mount is
         // enforced within attr_timeout, as a mode change there is. Without
         // it the kernel checks the mode bits only while setfacl appears to
-        // work: a deny entry is ignored.
-        if config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err() {
+        // work: a deny entry is ignored (hence `noacl` also refuses them).
+        if self.core.acl() && config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err() {
             log::warn!("the kernel does not offer FUSE_POSIX_ACL: ACLs are stored but not enforced through the mount");
         }
         // Without FUSE_PARALLEL_DIROPS the kernel serialises LOOKUP and
@@ -273,9 +273,12 @@ impl Filesystem for BoundFs {
         reply: ReplyAttr,
     ) {
         let _timer = self.begin(Op::Setattr);
-        // FATTR_KILL_SUIDGID is not passed on by fuser: a caller other than
-        // root stands for "lacks CAP_FSETID".
-        let killer = (self.killpriv && req.uid() != 0).then(|| who(req));
+        // FATTR_KILL_SUIDGID is not passed on by fuser: whether the caller
+        // lacks CAP_FSETID is read from its status (`Caller::has_fsetid`),
+        // only for what may kill privileges (a size, an owner, or nothing
+        // set: chown(f, -1, -1), fallocate), not for a touch or a chmod.
+        let asks = size.is_some() || uid.is_some() || gid.is_some() || (mode, atime, mtime) == (None, None, None);
+        let killer = (self.killpriv && asks).then(|| who(req)).filter(|w| !w.has_fsetid());
         let set = SetAttr { fh: fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, killer };
         match self.core.setattr(ino, &set) {
             Ok(a) => reply.attr(&self.ttl, &a),

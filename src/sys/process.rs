@@ -15,6 +15,13 @@ pub fn euid() -> libc::uid_t {
     unsafe { libc::geteuid() }
 }
 
+/// The parent's process id (getppid(2); never fails): 1 or a subreaper's
+/// once the parent died.
+pub fn ppid() -> u32 {
+    // SAFETY: getppid takes no arguments and cannot fail.
+    unsafe { libc::getppid() as u32 }
+}
+
 /// The real user id (getuid(2); never fails).
 pub fn uid() -> libc::uid_t {
     // SAFETY: getuid takes no arguments and cannot fail.

@@ -10,11 +10,31 @@
 # panel query of the Grafana dashboard (mount/grafana/boundfs.json) valid
 # and non-empty: on the loaded mount, where the "Shared:" panels may be
 # empty (no -o shared), and on a second, -o shared mount, where all must
-# have results.
+# have results, each with its own `instance`.
 . "$(dirname "$0")/../lib.sh"
 
-command -v prometheus >/dev/null || skip "prometheus not installed (scripts/install-deps.sh --tests installs it)"
 DASH="$BFS_REPO/mount/grafana/boundfs.json"
+# A fleet's nodes apart: the dashboard has an `instance` variable, the
+# mountpoints are those of the chosen instances, and every panel query
+# selects `instance=~"$instance"` wherever it selects the mountpoint (and
+# joins on both), so two nodes' /mnt/kv are not summed or mixed up.
+$PY - "$DASH" <<'PYEOF' || fail "the Grafana dashboard does not tell instances apart"
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = [v["name"] for v in d["templating"]["list"]]
+mp = next(v for v in d["templating"]["list"] if v["name"] == "mountpoint")
+bad = [] if "instance" in names else ["no instance variable: %s" % names]
+if "$instance" not in mp["definition"]:
+    bad.append("the mountpoint variable ignores $instance: " + mp["definition"])
+for p in d["panels"]:
+    for t in p.get("targets", []):
+        e = t.get("expr", "")
+        if e.count('mountpoint=~"$mountpoint"') != e.count('instance=~"$instance"') or "on(mountpoint)" in e:
+            bad.append("%s: %s" % (p.get("title"), e))
+bad and print("\n".join(bad[:5]), file=sys.stderr)
+sys.exit(1 if bad else 0)
+PYEOF
+command -v prometheus >/dev/null || skip "prometheus not installed (scripts/install-deps.sh --tests installs it)"
 PQ="$PY $BFS_HELPERS/promquery.py"
 
 # free_port: a TCP port nothing listens on now, on 127.0.0.1
@@ -109,7 +129,7 @@ log "usage/max_size $frac, eviction rate $rate/s, hit ratio $hit (status $want),
 
 # ---- every panel query of the dashboard: valid, and a result
 # (the mountpoint as the $mountpoint regex: its "." match themselves too)
-out=$($PQ "$URL" dashboard "$DASH" --var "mountpoint=$MNT" --var "__rate_interval=30s" --may-be-empty "Shared:"); rc=$?
+out=$($PQ "$URL" dashboard "$DASH" --var "instance=127.0.0.1:$PORT" --var "mountpoint=$MNT" --var "__rate_interval=30s" --may-be-empty "Shared:"); rc=$?
 [ -n "${VERBOSE:-}" ] && printf '%s\n' "$out"
 case $rc in
     0) log "dashboard: $(grep -c '^OK' <<<"$out") panel queries with results, $(grep -c '^EMPTY (allowed)' <<<"$out") shared-tier ones empty" ;;
@@ -117,7 +137,7 @@ case $rc in
     *) fail "dashboard queries empty: $(grep '^EMPTY [^(]' <<<"$out")" ;;
 esac
 # on the -o shared mount every panel has a result, the "Shared:" ones too
-out=$($PQ "$URL" dashboard "$DASH" --var "mountpoint=$M2" --var "__rate_interval=30s"); rc=$?
+out=$($PQ "$URL" dashboard "$DASH" --var "instance=127.0.0.1:$SHARED_PORT" --var "mountpoint=$M2" --var "__rate_interval=30s"); rc=$?
 [ -n "${VERBOSE:-}" ] && grep '^[A-Z]* Shared:' <<<"$out"
 case $rc in
     0) log "dashboard on the -o shared mount: $(grep -c '^OK Shared:' <<<"$out") shared-tier queries with results" ;;

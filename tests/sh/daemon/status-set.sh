@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Live status and control: `boundfs status MNT` prints the table and
 # `--json` one line of JSON that agrees with du and find on BACKING;
+# `boundfs status MNT/sub` is the status of the mount, named;
 # `boundfs set MNT max_size=SIZE` (or setfattr -n user.boundfs.max_size)
 # changes the budget live: usage falls to the new low watermark at once,
 # the watermarks keep their fractions; only root or the mount's owner may
@@ -52,6 +53,11 @@ j=$(cd "$BFS_TMP" && "$BOUNDFS" status ./mnt --json)
 assert_eq "$BFS_DPID" "$(json_get "$j" pid)" "status --json pid"
 assert_eq "$MNT" "$(json_get "$j" mountpoint)" "status --json mountpoint (absolute)"
 assert_eq "$BACKING" "$(json_get "$j" backing)" "status --json backing"
+# a path inside the mount: the status of the mount that holds it, named
+# (it used to read the directory's own xattr: "not a boundfs mount")
+sub=$("$BOUNDFS" status "$MNT/kv/a" 2>&1) || fail "boundfs status of a directory inside the mount: $sub"
+grep -qx "mount        $BACKING on $MNT (boundfs .*)" <<<"$sub" || fail "status of $MNT/kv/a: $(head -n 1 <<<"$sub")"
+assert_eq "$MNT" "$(json_get "$("$BOUNDFS" status "$MNT/kv/a" --json)" mountpoint)" "status --json of a path inside: mountpoint"
 for cmd in status set; do
     "$BOUNDFS" "$cmd" --help | grep -q "^Usage: boundfs $cmd " || fail "boundfs $cmd --help: $("$BOUNDFS" "$cmd" --help | grep Usage)"
 done
