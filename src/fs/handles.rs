@@ -126,9 +126,20 @@ impl Core {
     /// open (see [`Core::plan_io`]); `wait` as for [`Core::reserve`]. `None`
     /// when the open does not write, is no candidate, no size has been
     /// learned yet, or there is no room now for it and as much again (the
-    /// daemon path then answers its writes, ENOSPC included).
+    /// daemon path then answers its writes, ENOSPC included), and, for a
+    /// request that may not wait, while the start-up index is incomplete.
     pub(super) fn writer_room(&self, candidate: bool, flags: i32, wait: bool) -> Option<Reservation<'_>> {
         if !candidate || flags & libc::O_ACCMODE == libc::O_RDONLY {
+            return None;
+        }
+        if !wait && self.index_report().is_none() {
+            // Until the index is complete the ledger knows only part of the
+            // tree, and a request that may not wait is checked against that
+            // part (`Core::reserve`): enough for the daemon's own exact
+            // writes, not for bytes the daemon will never see. After every
+            // upgrade the new daemon's CREATEs came here while the old
+            // daemon's writers still wrote: usage peaked 5-13 MiB over
+            // max_size (faults/upgrade-cap). Its WRITEs wait for the index.
             return None;
         }
         let bytes = self.io.writer_reservation()?;
