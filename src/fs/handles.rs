@@ -285,12 +285,17 @@ impl Core {
     /// by that size (the ledger's size of the file only grows here, as for
     /// a WRITE; see `Accounts::commit_write`).
     fn true_up(&self, h: &Handle) {
-        if !h.learns.load(Ordering::Relaxed) {
+        let learns = h.learns.load(Ordering::Relaxed);
+        let held = h.held.swap(0, Ordering::Relaxed);
+        if !learns && held == 0 {
             return;
         }
+        // (A writer a dead daemon left open holds a reservation but does
+        // not learn: its reservation is returned here too.)
         let size = sys::fstat(h.fd.as_fd()).map(|st| sys::allocated(&st)).unwrap_or(0);
-        self.io.learn(size);
-        let held = h.held.swap(0, Ordering::Relaxed);
+        if learns {
+            self.io.learn(size);
+        }
         if held > 0 && self.accounts.commit_write(h.key, size, held) {
             self.wake_evictor();
         }
