@@ -122,3 +122,32 @@ fn no_passthrough_writer_before_the_start_up_index() {
     assert_eq!(reserved(&c), 0, "nothing held for it");
     c.release(o.fh);
 }
+
+/// A passthrough writer's FALLOCATE is covered by what it holds: within it
+/// no more budget, past it only the difference; one that sizes the file
+/// from offset 0 gives back the rest of the learned size at once. Before,
+/// the FALLOCATE reserved its whole length on top of the reservation and
+/// the file counted twice (ENOSPC here at 13 MiB: 6 + 8 + 13 > 20 MiB).
+#[test]
+fn a_passthrough_writers_fallocate_uses_its_own_reservation() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 20 << 20);
+    c.enable_passthrough(true);
+    c.allow_pass_writers(true);
+    c.io.learn(8 << 20);
+    let (_, o) =
+        c.create(ROOT, OsStr::new("big.bin"), 0o644, libc::O_WRONLY | libc::O_EXCL, crate::testing::ME).unwrap();
+    assert!(matches!(o.plan, Plan::NeedBacking { direct: false }), "a passthrough writer: {:?}", o.plan);
+    assert_eq!(reserved(&c), 8 << 20);
+    c.fallocate(o.fh, 0, 6 << 20, 0).expect("within what the writer holds");
+    assert_eq!(reserved(&c), 6 << 20, "the file's size is what it holds now");
+    c.fallocate(o.fh, 0, 13 << 20, 0).expect("the difference fits");
+    assert_eq!(reserved(&c), 13 << 20, "past it, the difference is reserved");
+    c.fallocate(o.fh, 13 << 20, 4 << 20, libc::FALLOC_FL_KEEP_SIZE).expect("the difference fits");
+    assert_eq!(reserved(&c), 17 << 20);
+    assert_eq!(c.fallocate(o.fh, 0, 24 << 20, 0), Err(Errno::ENOSPC), "what cannot fit");
+    c.release(o.fh);
+    let l = c.accounts().lock();
+    assert_eq!(l.committed(), l.usage(), "RELEASE returns the reservation");
+    assert!(l.usage() >= 17 << 20 && l.usage() <= 20 << 20, "and counts the file ({})", l.usage());
+}
