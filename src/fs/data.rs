@@ -306,6 +306,9 @@ impl Core {
     /// FALLOCATE `len` bytes at `off` with `mode`. Errors: ENOSPC as for write.
     pub fn fallocate(&self, fh: u64, off: u64, len: u64, mode: i32) -> OpResult<()> {
         let h = self.handle(fh)?;
+        if let Some(r) = self.writer_fallocate(&h, off, len, mode) {
+            return r;
+        }
         let grows = mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_COLLAPSE_RANGE) == 0;
         let room = self.reserve(if grows { len.div_ceil(4096) * 4096 + 4096 } else { 0 }, true)?;
         let r = sys::fallocate(h.fd.as_raw_fd(), mode, off, len);

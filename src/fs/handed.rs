@@ -191,7 +191,7 @@ impl Core {
     /// Takes over `state` with `fds` (indexed by it) from the daemon that
     /// served the connection: node ids and lookup counts, file handles
     /// (their keys pinned and sized in the ledger again, a passthrough
-    /// writer's bytes reserved again when there is room), directory streams,
+    /// writer's reservation held again, room or not), directory streams,
     /// backing ids. Before the session serves. Returns how many entries
     /// could not be taken (an index out of range; logged), which the kernel
     /// will meet as ESTALE or EBADF.
@@ -222,7 +222,14 @@ impl Core {
                 self.accounts.take_over_own(k, size, block, path, self.now());
             }
             let mode = mode_of(&h.mode);
-            let held = if h.held > 0 { self.reserve(h.held, false).map_or(0, |r| r.settle()) } else { 0 };
+            // The writer goes on writing in the kernel whatever this daemon
+            // answers: its reservation is held, room or not (a handed writer
+            // left with none was never checked nor trued up, its bytes in no
+            // count; faults/upgrade-cap), and the evictor makes the room.
+            let held = h.held;
+            if held > 0 && self.accounts.hold(held) {
+                self.wake_evictor();
+            }
             let direct = h.direct.and_then(&mut take);
             let handle = Handle::handed(Handle::new(fd, k, h.ino).with_direct(direct), mode, held, h.learns);
             if let Some(m) = mode {

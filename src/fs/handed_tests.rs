@@ -96,3 +96,44 @@ fn a_second_core_serves_what_the_first_handed_over() {
     new.forget(attr.ino, 1);
     assert!(new.getattr(attr.ino, None).is_err(), "forgotten after exactly the handed lookup count");
 }
+
+/// A passthrough writer handed over keeps its reservation in the new core
+/// even when the new core has no room for it (the kernel goes on writing
+/// its bytes whatever the daemon answers): it is counted, the check sees
+/// it, and its RELEASE returns the reservation and records the file's size.
+/// Before, a reservation that found no room was dropped: the writer was in
+/// no count until the next reconcile.
+#[test]
+fn a_handed_writer_keeps_its_reservation_without_room() {
+    use crate::testing::{ROOT, core};
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let old = core(dir.path(), 64 << 20);
+    old.enable_passthrough(true);
+    old.allow_pass_writers(true);
+    old.io.learn(2 << 20);
+    let (_, o) = old
+        .create(ROOT, std::ffi::OsStr::new("w.bin_1.tmp"), 0o644, libc::O_WRONLY | libc::O_EXCL, crate::testing::ME)
+        .unwrap();
+    let fh = o.fh;
+    assert_eq!(o.handle.parts().1, 2 << 20, "a passthrough writer of the old core");
+    drop(o);
+    let c = old.collect_state(vec![]).unwrap();
+    // The new core's budget is smaller than the writer's reservation.
+    let new = core(dir.path(), 1 << 20);
+    assert_eq!(new.adopt_state(c.state, c.fds), 0, "nothing lost");
+    let reserved = |c: &crate::fs::Core| {
+        let l = c.accounts().lock();
+        l.committed() - l.usage()
+    };
+    assert_eq!(reserved(&new), 2 << 20, "the handed reservation is held");
+    let h = new.handle(fh).unwrap();
+    let data = vec![5u8; 3 << 20];
+    // SAFETY: the handle's fd is open and the pointer and length describe `data`.
+    assert_eq!(unsafe { libc::pwrite(h.fd.as_raw_fd(), data.as_ptr().cast(), data.len(), 0) }, data.len() as isize);
+    drop(h);
+    assert!(new.check_writers().is_some_and(|over| over >= 1 << 20), "the check sees the handed writer");
+    new.release(fh);
+    assert_eq!(reserved(&new), 0, "RELEASE returns the reservation");
+    assert!(new.accounts().lock().usage() >= 3 << 20, "and counts the file");
+}

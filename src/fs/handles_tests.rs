@@ -86,3 +86,68 @@ fn a_passthrough_writer_holds_the_learned_size_until_its_release() {
     drop(l);
     assert!(c.check_writers().is_none(), "no passthrough writer left");
 }
+
+/// A core whose start-up index has not run: its ledger knows only BACKING's
+/// root, and `bound` bytes is what BACKING's filesystem said it used (as
+/// `Core::start` leaves it until `workers::scan::index` completes).
+fn indexing_core(dir: &std::path::Path, max: u64, bound: u64) -> crate::fs::Core {
+    use std::os::fd::AsFd;
+    let config = crate::fs::Config::new(dir.canonicalize().unwrap(), max);
+    let c = std::ffi::CString::new(config.backing.as_os_str().as_encoded_bytes()).unwrap();
+    let root = crate::sys::open(&c, libc::O_PATH | libc::O_DIRECTORY).unwrap();
+    let root_key = crate::key::key_of(&crate::sys::fstat(root.as_fd()).unwrap());
+    let mut ledger = crate::ledger::Ledger::with_policy(config.policy);
+    ledger.start_indexing(bound);
+    crate::fs::Core::new(config, crate::fs::Started { root, root_key, ledger }).unwrap()
+}
+
+/// While the start-up index is incomplete (a new daemon just took the mount
+/// over), a CREATE, which may not wait for the index, is no passthrough
+/// writer: the ledger's usage is only what was indexed so far, and the
+/// bytes of a passthrough writer admitted against it would be in no count
+/// (faults/upgrade-cap peaked 4-10 MiB over max_size). Its WRITEs go
+/// through the daemon, which waits for the index when the bound is tight.
+#[test]
+fn no_passthrough_writer_before_the_start_up_index() {
+    let d = tempfile::tempdir().unwrap();
+    // BACKING holds 62 MiB of a 64 MiB budget, not indexed yet.
+    let c = indexing_core(d.path(), 64 << 20, 62 << 20);
+    c.enable_passthrough(true);
+    c.allow_pass_writers(true);
+    c.io.learn(4 << 20);
+    assert_eq!(c.io.writer_reservation(), Some(4 << 20));
+    let (_, o) =
+        c.create(ROOT, OsStr::new("b.bin_1.tmp"), 0o644, libc::O_WRONLY | libc::O_EXCL, crate::testing::ME).unwrap();
+    assert!(!matches!(o.plan, Plan::NeedBacking { direct: false }), "a passthrough writer: {:?}", o.plan);
+    assert_eq!(reserved(&c), 0, "nothing held for it");
+    c.release(o.fh);
+}
+
+/// A passthrough writer's FALLOCATE is covered by what it holds: within it
+/// no more budget, past it only the difference; one that sizes the file
+/// from offset 0 gives back the rest of the learned size at once. Before,
+/// the FALLOCATE reserved its whole length on top of the reservation and
+/// the file counted twice (ENOSPC here at 13 MiB: 6 + 8 + 13 > 20 MiB).
+#[test]
+fn a_passthrough_writers_fallocate_uses_its_own_reservation() {
+    let d = tempfile::tempdir().unwrap();
+    let c = core(d.path(), 20 << 20);
+    c.enable_passthrough(true);
+    c.allow_pass_writers(true);
+    c.io.learn(8 << 20);
+    let (_, o) =
+        c.create(ROOT, OsStr::new("big.bin"), 0o644, libc::O_WRONLY | libc::O_EXCL, crate::testing::ME).unwrap();
+    assert!(matches!(o.plan, Plan::NeedBacking { direct: false }), "a passthrough writer: {:?}", o.plan);
+    assert_eq!(reserved(&c), 8 << 20);
+    c.fallocate(o.fh, 0, 6 << 20, 0).expect("within what the writer holds");
+    assert_eq!(reserved(&c), 6 << 20, "the file's size is what it holds now");
+    c.fallocate(o.fh, 0, 13 << 20, 0).expect("the difference fits");
+    assert_eq!(reserved(&c), 13 << 20, "past it, the difference is reserved");
+    c.fallocate(o.fh, 13 << 20, 4 << 20, libc::FALLOC_FL_KEEP_SIZE).expect("the difference fits");
+    assert_eq!(reserved(&c), 17 << 20);
+    assert_eq!(c.fallocate(o.fh, 0, 24 << 20, 0), Err(Errno::ENOSPC), "what cannot fit");
+    c.release(o.fh);
+    let l = c.accounts().lock();
+    assert_eq!(l.committed(), l.usage(), "RELEASE returns the reservation");
+    assert!(l.usage() >= 17 << 20 && l.usage() <= 20 << 20, "and counts the file ({})", l.usage());
+}

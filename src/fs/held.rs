@@ -375,7 +375,11 @@ impl super::Core {
             let _ = self.accounts.pin(k);
             let size = crate::sys::fstat(fd.as_fd()).map(|st| crate::sys::allocated(&st)).unwrap_or(0);
             self.accounts.opened(k, size, self.now(), self.stamp_secs);
-            let kept = if bytes > 0 { self.reserve(bytes, false).map_or(0, |r| r.settle()) } else { 0 };
+            // Held room or not, as for a hand-over (`Core::adopt_state`).
+            let kept = bytes;
+            if kept > 0 && self.accounts.hold(kept) {
+                self.wake_evictor();
+            }
             let handle =
                 super::handles::Handle::handed(super::handles::Handle::new(fd, k, ino), mode.map(|m| m.0), kept, false);
             if let Some((m, raw)) = mode {

@@ -1,7 +1,8 @@
 //! The ledger's reconcile support, a child module of `ledger` so it can
 //! reach the ledger's private state: bringing the index back to what BACKING
 //! holds after changes made behind the daemon's back (see
-//! `crate::workers::reconcile`).
+//! `crate::workers::reconcile`), and holding what a previous daemon's
+//! writers may still add ([`Ledger::hold`]).
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,19 @@ use super::{FileKey, Ledger, State};
 /// Reconcile support (see `crate::workers::reconcile`): bringing the index back
 /// to what BACKING holds after changes made behind the daemon's back.
 impl Ledger {
+    /// Holds `bytes` that writes already admitted may still add, whether or
+    /// not they fit: a passthrough writer a previous daemon admitted and
+    /// handed over (an upgrade, a supervised restart) goes on writing in the
+    /// kernel whatever this daemon answers. Counted in the reservations and
+    /// in the start-up index's usage bound, so every later reservation, and
+    /// the evictor, see them; [`Ledger::release`] returns them.
+    pub fn hold(&mut self, bytes: u64) {
+        self.reserved += bytes;
+        if let Some(b) = self.indexing_bound.as_mut() {
+            *b += bytes;
+        }
+    }
+
     /// Keys a reconcile pass may find gone: live entries with no open handle.
     /// Taken before the walk, so an entry created during the walk is never a
     /// candidate for [`Ledger::drop_unused`].

@@ -260,6 +260,15 @@ impl Accounts {
         (room, l.committed() - l.usage())
     }
 
+    /// Holds `bytes` a previous daemon's passthrough writer may still add,
+    /// room or not (see [`Ledger::hold`]). Returns whether usage with
+    /// reservations is now above the high watermark (wake the evictor).
+    pub fn hold(&self, bytes: u64) -> bool {
+        let mut l = self.guard();
+        l.hold(bytes);
+        l.should_wake()
+    }
+
     /// Returns a reservation of `bytes`.
     pub fn release(&self, bytes: u64) {
         self.guard().release(bytes);
