@@ -21,6 +21,8 @@
 //! eviction of a file) are not kept: vLLM's 2^20 leaves hold a block or two
 //! each and are rarely wanted again.
 
+use std::cell::Cell;
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -29,7 +31,7 @@ use parking_lot::Mutex;
 
 use super::Core;
 use super::evict::{FLAT_STORE_FILES, Kept};
-use crate::key::key_of;
+use crate::key::{FileKey, key_of};
 use crate::ledger::Removal;
 use crate::stats::Op;
 
@@ -64,10 +66,13 @@ pub fn kept_max(max_size: u64) -> usize {
 struct Emptied {
     /// Path relative to BACKING.
     rel: PathBuf,
-    /// Passes that found the kernel still holding it.
+    /// Passes that found the kernel holding it or a request to it since
+    /// the pass before.
     tries: u32,
-    /// Found forgotten by the kernel on the previous pass.
-    idle: bool,
+    /// The directory's identity and the count of requests to it
+    /// ([`crate::fs::inode::InodeTable::watch`]) at the previous pass,
+    /// where the kernel did not hold it; None before the first pass.
+    mark: Option<(FileKey, u64)>,
     /// Emptied by the removal of a subdirectory (a fan-out level).
     interior: bool,
     /// When it was (last) found emptied: an interior one is kept
@@ -87,7 +92,7 @@ impl Core {
     /// Queues `rel` (relative to BACKING), whose last entry eviction just
     /// removed, for [`Core::reap_empty_dirs`].
     pub(crate) fn queue_emptied(&self, rel: PathBuf) {
-        let e = Emptied { rel, tries: 0, idle: false, interior: false, since: Instant::now() };
+        let e = Emptied { rel, tries: 0, mark: None, interior: false, since: Instant::now() };
         self.empty_dirs.queue.lock().push(e);
     }
 
@@ -98,17 +103,25 @@ impl Core {
     }
 
     /// Removes directories that eviction left empty, up to but not including
-    /// BACKING. A directory is removed only once the kernel has forgotten its
-    /// inode (no client has it as a cwd, an open directory or a resolved
-    /// parent of an operation in flight), checked under its parent's stripe,
-    /// which lookup also takes: so a client that just resolved it (say
-    /// between the `mkdir -p` of its parent and the create inside it) keeps
-    /// it. Until then the kernel is asked to drop its entry, and it is retried
-    /// on later passes (for a minute at most). It must also have been found
-    /// forgotten by the pass before (passes run about a second apart), so a
-    /// client whose lookup came just before the kernel acted on an earlier
-    /// request to drop the entry (an `os.makedirs` answered EEXIST, then the
-    /// FORGET) still finds the directory for its create. A directory in which
+    /// BACKING. A directory is removed only when, at this pass and at the
+    /// one before (passes run about a second apart), the kernel held no
+    /// reference to its inode (no client has it as a cwd, an open directory
+    /// or a resolved parent of an operation in flight) and no request reached
+    /// it in between: no LOOKUP of it, no MKDIR answered EEXIST for it, no
+    /// reference taken and dropped again (FORGET), so nothing by its node id
+    /// either ([`super::inode::InodeTable::watch`] counts them). The check
+    /// and the rmdir are one step under its parent's stripe, which LOOKUP and
+    /// MKDIR in the parent take too; FORGET counts in the lock that forgets
+    /// the inode. So
+    /// a client that saw the directory (an `os.makedirs` answered EEXIST,
+    /// then its create inside) keeps it for at least a pass after it last
+    /// used it; one that pauses longer between the two may find it gone, as
+    /// a FORGET can't tell. While the kernel holds it, the kernel is asked to
+    /// drop its entry, and it is retried on later passes (for a minute at
+    /// most). In a session recovered after a crash (`recover`), a node id
+    /// the kernel kept but has not named since is unknown to the daemon; a
+    /// CREATE or MKDIR by it in a reaped directory makes it again
+    /// (`recreate.rs`). A directory in which
     /// `FLAT_STORE_FILES` or more files were created through the mount is
     /// kept: it is an engine's flat store, made once at start-up (SGLang's
     /// HiCacheFile `file_path`, LMCache's local disk path), whose next store
@@ -164,13 +177,14 @@ impl Core {
                 let keep = e.interior && room > 0 && e.since.elapsed() < KEEP_EMPTY;
                 if keep {
                     room -= 1;
-                    retry.push(Emptied { idle: false, ..e.clone() });
+                    retry.push(Emptied { mark: None, ..e.clone() });
                 }
                 !keep
             });
         }
         for e in batch {
-            let idle = e.idle || unmounted;
+            // What the check found: the directory and its count of requests.
+            let seen = Cell::new(None);
             let check = |st: Result<&libc::stat, Errno>| {
                 let st = st.map_err(|_| Kept::Missing)?;
                 if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_nlink > 2 {
@@ -180,28 +194,36 @@ impl Core {
                 if self.accounts.files_made_in_dir(dkey) >= FLAT_STORE_FILES {
                     return Err(Kept::Replaced);
                 }
-                if !unmounted && self.inodes.ino_of(&dkey).is_some() {
+                if unmounted {
+                    return Ok((dkey, Removal::Dir));
+                }
+                let (held, n) = self.inodes.watch(dkey);
+                seen.set(Some((dkey, n)));
+                if held {
                     return Err(Kept::Busy);
                 }
-                if !idle {
+                if e.mark != Some((dkey, n)) {
                     return Err(Kept::NotYet);
                 }
                 Ok((dkey, Removal::Dir))
             };
-            match self.remove_verified(&e.rel, check) {
+            let outcome = self.remove_verified(&e.rel, check);
+            let mark = seen.get();
+            match outcome {
                 Ok(_) => {
                     if let Some(parent_rel) = e.rel.parent().filter(|p| !p.as_os_str().is_empty()) {
                         let p = parent_rel.to_path_buf();
-                        retry.push(Emptied { rel: p, tries: 0, idle: false, interior: true, since: Instant::now() });
+                        retry.push(Emptied { rel: p, tries: 0, mark: None, interior: true, since: Instant::now() });
                     }
                 }
-                Err(Kept::NotYet) => retry.push(Emptied { idle: true, ..e }),
+                // Not held: removed at the next pass if no request comes.
+                Err(Kept::NotYet) if e.tries < 60 => retry.push(Emptied { tries: e.tries + 1, mark, ..e }),
                 Err(Kept::Busy) if e.tries < 60 => {
                     // The kernel still holds the directory: ask it to drop the entry.
                     if let Some(p) = self.parent_of(&e.rel) {
                         self.invalidate_entry(&p.key, p.name);
                     }
-                    retry.push(Emptied { tries: e.tries + 1, idle: false, ..e });
+                    retry.push(Emptied { tries: e.tries + 1, mark, ..e });
                 }
                 Err(_) => {}
             }
@@ -216,7 +238,12 @@ impl Core {
             }
             same
         });
-        self.empty_dirs.queue.lock().extend(retry);
+        // The counts of directories no entry waits on any more go.
+        let mut queue = self.empty_dirs.queue.lock();
+        queue.extend(retry);
+        let waiting: HashSet<FileKey> = queue.iter().filter_map(|e| e.mark.map(|m| m.0)).collect();
+        drop(queue);
+        self.inodes.watch_only(|k| waiting.contains(k));
     }
 }
 
