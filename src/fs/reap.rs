@@ -112,11 +112,15 @@ impl Core {
     /// either ([`super::inode::InodeTable::watch`] counts them). The check
     /// and the rmdir are one step under its parent's stripe, which LOOKUP and
     /// MKDIR in the parent take too; FORGET counts in the lock that forgets
-    /// the inode. So
-    /// a client that saw the directory (an `os.makedirs` answered EEXIST,
-    /// then its create inside) keeps it for at least a pass after it last
-    /// used it; one that pauses longer between the two may find it gone, as
-    /// a FORGET can't tell. While the kernel holds it, the kernel is asked to
+    /// the inode. Requests by node id need the kernel's reference: after an
+    /// entry invalidation a process holding the directory (a cwd, an open
+    /// directory, a path walk in flight) keeps it held, and after the FORGET
+    /// nothing names it without a LOOKUP (READDIRPLUS and NFS export, which
+    /// could hand one out otherwise, are not offered). So a client that saw
+    /// the directory (an `os.makedirs` answered EEXIST, then its create
+    /// inside) keeps it for at least a pass after it last used it; one that
+    /// pauses longer between the two may find it gone, as nothing in the
+    /// protocol tells. While the kernel holds it, the kernel is asked to
     /// drop its entry, and it is retried on later passes (for a minute at
     /// most). In a session recovered after a crash (`recover`), a node id
     /// the kernel kept but has not named since is unknown to the daemon; a
