@@ -45,6 +45,21 @@ pub const KEEP_EMPTY: Duration = Duration::from_secs(30);
 /// MKDIR request came for this long.
 pub const STORES_IDLE: Duration = Duration::from_secs(2);
 
+/// How long an emptied directory must go without a request (no LOOKUP,
+/// no MKDIR answered EEXIST, no FORGET) and unheld by the kernel before the
+/// reaper removes it. Passes run whenever the evictor wakes (tens a second
+/// under stores), so the wait is timed, not counted in passes: a client
+/// between its `os.makedirs` and its create inside (milliseconds, longer on
+/// a loaded machine) keeps the directory.
+pub const REAP_QUIET: Duration = Duration::from_secs(1);
+
+/// The wait instead of [`REAP_QUIET`] while more emptied directories wait
+/// than [`kept_max`] allows (4 KiB each, `max_size / KEPT_SHARE`): stores
+/// that make a directory each (vLLM's leaves) under a small budget would
+/// otherwise fill it with directories for a second and get ENOSPC. About
+/// a pass of the evictor under stores, as before issue 32.
+pub const REAP_QUIET_PRESSED: Duration = Duration::from_millis(50);
+
 /// Kept directories take at most `max_size / KEPT_SHARE` of the budget.
 pub const KEPT_SHARE: u64 = 16;
 
@@ -69,10 +84,10 @@ struct Emptied {
     /// Passes that found the kernel holding it or a request to it since
     /// the pass before.
     tries: u32,
-    /// The directory's identity and the count of requests to it
-    /// ([`crate::fs::inode::InodeTable::watch`]) at the previous pass,
-    /// where the kernel did not hold it; None before the first pass.
-    mark: Option<(FileKey, u64)>,
+    /// The directory's identity, the count of requests to it
+    /// ([`crate::fs::inode::InodeTable::watch`]) a pass found, and since
+    /// when passes have found that count; None before the first pass.
+    mark: Option<(FileKey, u64, Instant)>,
     /// Emptied by the removal of a subdirectory (a fan-out level).
     interior: bool,
     /// When it was (last) found emptied: an interior one is kept
@@ -86,6 +101,8 @@ pub struct EmptyDirs {
     queue: Mutex<Vec<Emptied>>,
     /// CREATE + MKDIR requests counted, and when that count last moved.
     stores: Mutex<(u64, Option<Instant>)>,
+    /// [`REAP_QUIET`] (tests change it).
+    quiet: Mutex<Option<Duration>>,
 }
 
 impl Core {
@@ -103,11 +120,12 @@ impl Core {
     }
 
     /// Removes directories that eviction left empty, up to but not including
-    /// BACKING. A directory is removed only when, at this pass and at the
-    /// one before (passes run about a second apart), the kernel held no
-    /// reference to its inode (no client has it as a cwd, an open directory
-    /// or a resolved parent of an operation in flight) and no request reached
-    /// it in between: no LOOKUP of it, no MKDIR answered EEXIST for it, no
+    /// BACKING. A directory is removed only when, at this pass and at
+    /// passes for at least [`REAP_QUIET`] before it (passes run whenever the
+    /// evictor wakes, at least once a second), the kernel held no reference
+    /// to its inode (no client has it as a cwd, an open directory or a
+    /// resolved parent of an operation in flight) and no request reached it
+    /// in between: no LOOKUP of it, no MKDIR answered EEXIST for it, no
     /// reference taken and dropped again (FORGET), so nothing by its node id
     /// either ([`super::inode::InodeTable::watch`] counts them). The check
     /// and the rmdir are one step under its parent's stripe, which LOOKUP and
@@ -118,11 +136,12 @@ impl Core {
     /// nothing names it without a LOOKUP (READDIRPLUS and NFS export, which
     /// could hand one out otherwise, are not offered). So a client that saw
     /// the directory (an `os.makedirs` answered EEXIST, then its create
-    /// inside) keeps it for at least a pass after it last used it; one that
-    /// pauses longer between the two may find it gone, as nothing in the
-    /// protocol tells. While the kernel holds it, the kernel is asked to
-    /// drop its entry, and it is retried on later passes (for a minute at
-    /// most). In a session recovered after a crash (`recover`), a node id
+    /// inside) keeps it for at least [`REAP_QUIET`] after it last used it
+    /// ([`REAP_QUIET_PRESSED`] while more emptied directories wait than a
+    /// share of the budget holds); one that pauses longer between the two
+    /// may find it gone, as nothing in the protocol tells. While the kernel holds it, the kernel is asked
+    /// to drop its entry, and it is retried on later passes (60 at most that
+    /// find it held or reached since the pass before). In a session recovered after a crash (`recover`), a node id
     /// the kernel kept but has not named since is unknown to the daemon; a
     /// CREATE or MKDIR by it in a reaped directory makes it again
     /// (`recreate.rs`). A directory in which
@@ -138,6 +157,12 @@ impl Core {
     /// goes as above.
     pub fn reap_empty_dirs(&self) {
         self.reap_pass(false);
+    }
+
+    /// Tests: the reaper's [`REAP_QUIET`] becomes `d`.
+    #[cfg(test)]
+    pub(crate) fn set_reap_quiet(&self, d: Duration) {
+        *self.empty_dirs.quiet.lock() = Some(d);
     }
 
     /// After the FUSE session has ended (no client can reach the mount any
@@ -186,6 +211,10 @@ impl Core {
                 !keep
             });
         }
+        let mut quiet = self.empty_dirs.quiet.lock().unwrap_or(REAP_QUIET);
+        if batch.len() > kept_max(self.policy().max_size) {
+            quiet = quiet.min(REAP_QUIET_PRESSED);
+        }
         for e in batch {
             // What the check found: the directory and its count of requests.
             let seen = Cell::new(None);
@@ -206,13 +235,16 @@ impl Core {
                 if held {
                     return Err(Kept::Busy);
                 }
-                if e.mark != Some((dkey, n)) {
-                    return Err(Kept::NotYet);
+                match e.mark {
+                    Some((k, m, at)) if (k, m) == (dkey, n) && at.elapsed() >= quiet => Ok((dkey, Removal::Dir)),
+                    _ => Err(Kept::NotYet),
                 }
-                Ok((dkey, Removal::Dir))
             };
             let outcome = self.remove_verified(&e.rel, check);
-            let mark = seen.get();
+            // The count found, dated by the first pass that found it.
+            let same = |k: FileKey, n: u64| e.mark.filter(|&(k0, n0, _)| (k0, n0) == (k, n));
+            let mark = seen.get().map(|(k, n)| same(k, n).unwrap_or((k, n, Instant::now())));
+            let waiting = seen.get().is_some_and(|(k, n)| same(k, n).is_some());
             match outcome {
                 Ok(_) => {
                     if let Some(parent_rel) = e.rel.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -220,7 +252,9 @@ impl Core {
                         retry.push(Emptied { rel: p, tries: 0, mark: None, interior: true, since: Instant::now() });
                     }
                 }
-                // Not held: removed at the next pass if no request comes.
+                // Not held and no request since the mark: removed once quiet.
+                Err(Kept::NotYet) if waiting => retry.push(Emptied { mark, ..e }),
+                // Not held, but a request came since the last pass.
                 Err(Kept::NotYet) if e.tries < 60 => retry.push(Emptied { tries: e.tries + 1, mark, ..e }),
                 Err(Kept::Busy) if e.tries < 60 => {
                     // The kernel still holds the directory: ask it to drop the entry.

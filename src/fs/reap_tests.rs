@@ -13,6 +13,8 @@ fn evicted_leaf(d: &std::path::Path, max_size: u64) -> crate::fs::Core {
     let c = core(d, max_size);
     let (key, path) = c.accounts().lock().take_victim().unwrap();
     assert!(c.evict_victim(key, &path).is_some());
+    // passes back to back stand for passes a REAP_QUIET apart
+    c.set_reap_quiet(std::time::Duration::ZERO);
     c
 }
 
@@ -127,4 +129,21 @@ fn a_directory_the_kernel_held_stays_a_pass_after_its_forget() {
     assert!(d.path().join("a/b").is_dir(), "removed at the pass right after the kernel let it go");
     c.reap_empty_dirs();
     assert!(!d.path().join("a/b").exists());
+}
+
+#[test]
+fn the_quiet_wait_is_timed_not_counted_in_passes() {
+    // Passes run whenever the evictor wakes (tens a second under stores):
+    // an emptied directory no request reached goes only once REAP_QUIET has
+    // passed since a pass first found it so, however many passes ran.
+    let d = tempfile::tempdir().unwrap();
+    let c = evicted_leaf(d.path(), 1 << 30);
+    c.set_reap_quiet(std::time::Duration::from_secs(3600));
+    for _ in 0..100 {
+        c.reap_empty_dirs();
+    }
+    assert!(d.path().join("a/b").is_dir(), "removed after many passes within REAP_QUIET");
+    c.set_reap_quiet(std::time::Duration::ZERO); // as if the hour had passed
+    c.reap_empty_dirs();
+    assert!(!d.path().join("a/b").exists(), "still there after REAP_QUIET with no request");
 }
