@@ -3,7 +3,10 @@
 //! The evictor holds the victim's directory lock from "is this name still the
 //! file I chose?" through the unlink; create, rename and link through the mount
 //! hold the lock of every directory they change. So no rename can slip a new
-//! file under a name between the evictor's check and its unlink.
+//! file under a name between the evictor's check and its unlink. The reaper
+//! of emptied directories decides and does its rmdir under the parent's lock,
+//! which LOOKUP and MKDIR in that parent hold while they count a request to
+//! the directory (see `Core::reap_empty_dirs`).
 //!
 //! Locks are a fixed array of mutexes indexed by a hash of the directory's
 //! backing identity (striping: two directories may share a stripe, which only

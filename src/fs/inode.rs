@@ -109,6 +109,23 @@ struct Maps {
     ring: VecDeque<u64>,
     /// Hot inodes that have a handle (what `fd_cap` bounds).
     hot: usize,
+    /// Directories the reaper watches (`Core::reap_empty_dirs`): how many
+    /// times, since it began watching one, the kernel took or dropped a
+    /// reference to it (LOOKUP, MKDIR, CREATE, a hand-over, a
+    /// recovered node id, FORGET) or a request saw it without taking one
+    /// ([`InodeTable::touch`]).
+    watched: HashMap<FileKey, u64>,
+}
+
+impl Maps {
+    /// Counts an event on `key` if the reaper watches it.
+    fn touched(&mut self, key: &FileKey) {
+        if !self.watched.is_empty() {
+            if let Some(n) = self.watched.get_mut(key) {
+                *n += 1;
+            }
+        }
+    }
 }
 
 /// FUSE inode number → [`Inode`], with kernel lookup counts.
@@ -148,6 +165,7 @@ impl InodeTable {
             next_synthetic: SYNTHETIC_BASE,
             ring: VecDeque::new(),
             hot: 0,
+            watched: HashMap::new(),
         };
         let mount_fd = if handles { sys::reopen(root.fd(), libc::O_RDONLY | libc::O_DIRECTORY).ok() } else { None };
         let handles = mount_fd.is_some();
@@ -218,6 +236,28 @@ impl InodeTable {
         self.maps.read().by_key.get(key).copied()
     }
 
+    /// The reaper's view of the directory `key`, read in one lock: whether
+    /// the kernel holds it now, and the count of kernel references taken or
+    /// dropped and of [`InodeTable::touch`]es since the reaper began watching
+    /// it (this call begins it, at 0). Two equal counts with the kernel
+    /// holding it at neither call: no request reached it in between.
+    pub fn watch(&self, key: FileKey) -> (bool, u64) {
+        let mut m = self.maps.write();
+        let n = *m.watched.entry(key).or_insert(0);
+        (m.by_key.contains_key(&key), n)
+    }
+
+    /// A request saw the directory `key` without taking a kernel reference
+    /// (a MKDIR answered EEXIST): counted for the reaper if it watches it.
+    pub fn touch(&self, key: &FileKey) {
+        self.maps.write().touched(key);
+    }
+
+    /// The reaper stops watching every directory `keep` rejects.
+    pub fn watch_only(&self, keep: impl Fn(&FileKey) -> bool) {
+        self.maps.write().watched.retain(|k, _| keep(k));
+    }
+
     /// Records one more kernel reference (a lookup reply) for the object
     /// behind `fd`. An object already in the table keeps its inode number; if
     /// it was cold, `fd` becomes its fd, else `fd` is dropped.
@@ -234,6 +274,7 @@ impl InodeTable {
                 ino
             }
         };
+        m.touched(&key);
         let Some(s) = m.by_ino.get_mut(&ino) else { unreachable!("slot inserted above") };
         s.nlookup += 1;
         if let Some(i) = &s.hot {
@@ -320,7 +361,11 @@ impl InodeTable {
             let zero = match m.by_ino.get_mut(&ino) {
                 Some(slot) => {
                     slot.nlookup = slot.nlookup.saturating_sub(n);
-                    slot.nlookup == 0
+                    let (zero, key) = (slot.nlookup == 0, slot.key);
+                    // Counted in the same lock as the slot's removal: the
+                    // reaper never sees it forgotten but not touched.
+                    m.touched(&key);
+                    zero
                 }
                 None => false,
             };
@@ -365,6 +410,7 @@ impl InodeTable {
             m.by_key.remove(&old_key);
         }
         m.by_key.insert(key, ino);
+        m.touched(&key);
         let cooled = match (was_counted, counted) {
             (false, true) => Self::warmed(&mut m, ino, self.fd_cap),
             (true, false) => {
@@ -420,6 +466,7 @@ impl InodeTable {
         let hot = fd.map(|fd| Arc::new(Inode { ino, key, fmt, fd, used: AtomicBool::new(true) }));
         let counted = hot.is_some() && coolable;
         m.by_key.insert(key, ino);
+        m.touched(&key);
         m.by_ino.insert(ino, Slot { nlookup, key, fmt, coolable, handle, hot });
         let cooled = if counted { Self::warmed(&mut m, ino, self.fd_cap) } else { Vec::new() };
         drop(m);

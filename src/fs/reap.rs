@@ -21,6 +21,8 @@
 //! eviction of a file) are not kept: vLLM's 2^20 leaves hold a block or two
 //! each and are rarely wanted again.
 
+use std::cell::Cell;
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -29,7 +31,7 @@ use parking_lot::Mutex;
 
 use super::Core;
 use super::evict::{FLAT_STORE_FILES, Kept};
-use crate::key::key_of;
+use crate::key::{FileKey, key_of};
 use crate::ledger::Removal;
 use crate::stats::Op;
 
@@ -42,6 +44,21 @@ pub const KEEP_EMPTY: Duration = Duration::from_secs(30);
 /// Stores are idle (kept directories go as any other) once no CREATE or
 /// MKDIR request came for this long.
 pub const STORES_IDLE: Duration = Duration::from_secs(2);
+
+/// How long an emptied directory must go without a request (no LOOKUP,
+/// no MKDIR answered EEXIST, no FORGET) and unheld by the kernel before the
+/// reaper removes it. Passes run whenever the evictor wakes (tens a second
+/// under stores), so the wait is timed, not counted in passes: a client
+/// between its `os.makedirs` and its create inside (milliseconds, longer on
+/// a loaded machine) keeps the directory.
+pub const REAP_QUIET: Duration = Duration::from_secs(1);
+
+/// The wait instead of [`REAP_QUIET`] while more emptied directories wait
+/// than [`kept_max`] allows (4 KiB each, `max_size / KEPT_SHARE`): stores
+/// that make a directory each (vLLM's leaves) under a small budget would
+/// otherwise fill it with directories for a second and get ENOSPC. About
+/// a pass of the evictor under stores, as before issue 32.
+pub const REAP_QUIET_PRESSED: Duration = Duration::from_millis(50);
 
 /// Kept directories take at most `max_size / KEPT_SHARE` of the budget.
 pub const KEPT_SHARE: u64 = 16;
@@ -64,10 +81,13 @@ pub fn kept_max(max_size: u64) -> usize {
 struct Emptied {
     /// Path relative to BACKING.
     rel: PathBuf,
-    /// Passes that found the kernel still holding it.
+    /// Passes that found the kernel holding it or a request to it since
+    /// the pass before.
     tries: u32,
-    /// Found forgotten by the kernel on the previous pass.
-    idle: bool,
+    /// The directory's identity, the count of requests to it
+    /// ([`crate::fs::inode::InodeTable::watch`]) a pass found, and since
+    /// when passes have found that count; None before the first pass.
+    mark: Option<(FileKey, u64, Instant)>,
     /// Emptied by the removal of a subdirectory (a fan-out level).
     interior: bool,
     /// When it was (last) found emptied: an interior one is kept
@@ -81,13 +101,15 @@ pub struct EmptyDirs {
     queue: Mutex<Vec<Emptied>>,
     /// CREATE + MKDIR requests counted, and when that count last moved.
     stores: Mutex<(u64, Option<Instant>)>,
+    /// [`REAP_QUIET`] (tests change it).
+    quiet: Mutex<Option<Duration>>,
 }
 
 impl Core {
     /// Queues `rel` (relative to BACKING), whose last entry eviction just
     /// removed, for [`Core::reap_empty_dirs`].
     pub(crate) fn queue_emptied(&self, rel: PathBuf) {
-        let e = Emptied { rel, tries: 0, idle: false, interior: false, since: Instant::now() };
+        let e = Emptied { rel, tries: 0, mark: None, interior: false, since: Instant::now() };
         self.empty_dirs.queue.lock().push(e);
     }
 
@@ -98,17 +120,31 @@ impl Core {
     }
 
     /// Removes directories that eviction left empty, up to but not including
-    /// BACKING. A directory is removed only once the kernel has forgotten its
-    /// inode (no client has it as a cwd, an open directory or a resolved
-    /// parent of an operation in flight), checked under its parent's stripe,
-    /// which lookup also takes: so a client that just resolved it (say
-    /// between the `mkdir -p` of its parent and the create inside it) keeps
-    /// it. Until then the kernel is asked to drop its entry, and it is retried
-    /// on later passes (for a minute at most). It must also have been found
-    /// forgotten by the pass before (passes run about a second apart), so a
-    /// client whose lookup came just before the kernel acted on an earlier
-    /// request to drop the entry (an `os.makedirs` answered EEXIST, then the
-    /// FORGET) still finds the directory for its create. A directory in which
+    /// BACKING. A directory is removed only when, at this pass and at
+    /// passes for at least [`REAP_QUIET`] before it (passes run whenever the
+    /// evictor wakes, at least once a second), the kernel held no reference
+    /// to its inode (no client has it as a cwd, an open directory or a
+    /// resolved parent of an operation in flight) and no request reached it
+    /// in between: no LOOKUP of it, no MKDIR answered EEXIST for it, no
+    /// reference taken and dropped again (FORGET), so nothing by its node id
+    /// either ([`super::inode::InodeTable::watch`] counts them). The check
+    /// and the rmdir are one step under its parent's stripe, which LOOKUP and
+    /// MKDIR in the parent take too; FORGET counts in the lock that forgets
+    /// the inode. Requests by node id need the kernel's reference: after an
+    /// entry invalidation a process holding the directory (a cwd, an open
+    /// directory, a path walk in flight) keeps it held, and after the FORGET
+    /// nothing names it without a LOOKUP (READDIRPLUS and NFS export, which
+    /// could hand one out otherwise, are not offered). So a client that saw
+    /// the directory (an `os.makedirs` answered EEXIST, then its create
+    /// inside) keeps it for at least [`REAP_QUIET`] after it last used it
+    /// ([`REAP_QUIET_PRESSED`] while more emptied directories wait than a
+    /// share of the budget holds); one that pauses longer between the two
+    /// may find it gone, as nothing in the protocol tells. While the kernel holds it, the kernel is asked
+    /// to drop its entry, and it is retried on later passes (60 at most that
+    /// find it held or reached since the pass before). In a session recovered after a crash (`recover`), a node id
+    /// the kernel kept but has not named since is unknown to the daemon; a
+    /// CREATE or MKDIR by it in a reaped directory makes it again
+    /// (`recreate.rs`). A directory in which
     /// `FLAT_STORE_FILES` or more files were created through the mount is
     /// kept: it is an engine's flat store, made once at start-up (SGLang's
     /// HiCacheFile `file_path`, LMCache's local disk path), whose next store
@@ -121,6 +157,12 @@ impl Core {
     /// goes as above.
     pub fn reap_empty_dirs(&self) {
         self.reap_pass(false);
+    }
+
+    /// Tests: the reaper's [`REAP_QUIET`] becomes `d`.
+    #[cfg(test)]
+    pub(crate) fn set_reap_quiet(&self, d: Duration) {
+        *self.empty_dirs.quiet.lock() = Some(d);
     }
 
     /// After the FUSE session has ended (no client can reach the mount any
@@ -164,13 +206,18 @@ impl Core {
                 let keep = e.interior && room > 0 && e.since.elapsed() < KEEP_EMPTY;
                 if keep {
                     room -= 1;
-                    retry.push(Emptied { idle: false, ..e.clone() });
+                    retry.push(Emptied { mark: None, ..e.clone() });
                 }
                 !keep
             });
         }
+        let mut quiet = self.empty_dirs.quiet.lock().unwrap_or(REAP_QUIET);
+        if batch.len() > kept_max(self.policy().max_size) {
+            quiet = quiet.min(REAP_QUIET_PRESSED);
+        }
         for e in batch {
-            let idle = e.idle || unmounted;
+            // What the check found: the directory and its count of requests.
+            let seen = Cell::new(None);
             let check = |st: Result<&libc::stat, Errno>| {
                 let st = st.map_err(|_| Kept::Missing)?;
                 if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_nlink > 2 {
@@ -180,28 +227,41 @@ impl Core {
                 if self.accounts.files_made_in_dir(dkey) >= FLAT_STORE_FILES {
                     return Err(Kept::Replaced);
                 }
-                if !unmounted && self.inodes.ino_of(&dkey).is_some() {
+                if unmounted {
+                    return Ok((dkey, Removal::Dir));
+                }
+                let (held, n) = self.inodes.watch(dkey);
+                seen.set(Some((dkey, n)));
+                if held {
                     return Err(Kept::Busy);
                 }
-                if !idle {
-                    return Err(Kept::NotYet);
+                match e.mark {
+                    Some((k, m, at)) if (k, m) == (dkey, n) && at.elapsed() >= quiet => Ok((dkey, Removal::Dir)),
+                    _ => Err(Kept::NotYet),
                 }
-                Ok((dkey, Removal::Dir))
             };
-            match self.remove_verified(&e.rel, check) {
+            let outcome = self.remove_verified(&e.rel, check);
+            // The count found, dated by the first pass that found it.
+            let same = |k: FileKey, n: u64| e.mark.filter(|&(k0, n0, _)| (k0, n0) == (k, n));
+            let mark = seen.get().map(|(k, n)| same(k, n).unwrap_or((k, n, Instant::now())));
+            let waiting = seen.get().is_some_and(|(k, n)| same(k, n).is_some());
+            match outcome {
                 Ok(_) => {
                     if let Some(parent_rel) = e.rel.parent().filter(|p| !p.as_os_str().is_empty()) {
                         let p = parent_rel.to_path_buf();
-                        retry.push(Emptied { rel: p, tries: 0, idle: false, interior: true, since: Instant::now() });
+                        retry.push(Emptied { rel: p, tries: 0, mark: None, interior: true, since: Instant::now() });
                     }
                 }
-                Err(Kept::NotYet) => retry.push(Emptied { idle: true, ..e }),
+                // Not held and no request since the mark: removed once quiet.
+                Err(Kept::NotYet) if waiting => retry.push(Emptied { mark, ..e }),
+                // Not held, but a request came since the last pass.
+                Err(Kept::NotYet) if e.tries < 60 => retry.push(Emptied { tries: e.tries + 1, mark, ..e }),
                 Err(Kept::Busy) if e.tries < 60 => {
                     // The kernel still holds the directory: ask it to drop the entry.
                     if let Some(p) = self.parent_of(&e.rel) {
                         self.invalidate_entry(&p.key, p.name);
                     }
-                    retry.push(Emptied { tries: e.tries + 1, idle: false, ..e });
+                    retry.push(Emptied { tries: e.tries + 1, mark, ..e });
                 }
                 Err(_) => {}
             }
@@ -216,7 +276,12 @@ impl Core {
             }
             same
         });
-        self.empty_dirs.queue.lock().extend(retry);
+        // The counts of directories no entry waits on any more go.
+        let mut queue = self.empty_dirs.queue.lock();
+        queue.extend(retry);
+        let waiting: HashSet<FileKey> = queue.iter().filter_map(|e| e.mark.map(|m| m.0)).collect();
+        drop(queue);
+        self.inodes.watch_only(|k| waiting.contains(k));
     }
 }
 

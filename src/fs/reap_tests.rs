@@ -2,7 +2,7 @@
 //! directory (no mount): what goes, what is kept while stores arrive.
 
 use crate::stats::Op;
-use crate::testing::core;
+use crate::testing::{ROOT, core};
 
 use super::kept_max;
 
@@ -13,6 +13,8 @@ fn evicted_leaf(d: &std::path::Path, max_size: u64) -> crate::fs::Core {
     let c = core(d, max_size);
     let (key, path) = c.accounts().lock().take_victim().unwrap();
     assert!(c.evict_victim(key, &path).is_some());
+    // passes back to back stand for passes a REAP_QUIET apart
+    c.set_reap_quiet(std::time::Duration::ZERO);
     c
 }
 
@@ -74,4 +76,74 @@ fn kept_directories_are_bounded_by_a_share_of_the_budget() {
         c.reap_empty_dirs();
     }
     assert!(!d.path().join("a").exists(), "nothing kept beyond the bound");
+}
+
+/// LOOKUP of `name` in `parent`, as the kernel sends it: the entry's node id.
+fn lookup(c: &crate::fs::Core, parent: fuser::INodeNo, name: &str) -> fuser::INodeNo {
+    c.lookup(parent, std::ffi::OsStr::new(name)).unwrap().ino
+}
+
+#[test]
+fn a_directory_a_request_reached_between_two_passes_stays() {
+    // Issue 32: the pass that finds `a/b` forgotten is the reaper's check,
+    // the next one its rmdir. A client's `os.makedirs("a/b",
+    // exist_ok=True)` in between (LOOKUP a, LOOKUP b; mkdir answers EEXIST
+    // and the kernel forgets b again, an eviction having invalidated it)
+    // is followed by its create inside: the directory must still be there.
+    let d = tempfile::tempdir().unwrap();
+    let c = evicted_leaf(d.path(), 1 << 30);
+    c.reap_empty_dirs(); // the check: not held by the kernel
+    let a = lookup(&c, ROOT, "a");
+    let b = lookup(&c, a, "b");
+    c.forget(b, 1);
+    c.reap_empty_dirs();
+    assert!(d.path().join("a/b").is_dir(), "a directory looked up since the last pass was removed");
+    c.reap_empty_dirs(); // no request since: it goes
+    assert!(!d.path().join("a/b").exists(), "an emptied directory left alone for a pass stays");
+}
+
+#[test]
+fn a_mkdir_answered_eexist_keeps_the_directory_a_pass_more() {
+    // The kernel sends MKDIR when its entry is negative or gone: the daemon
+    // answers EEXIST, and the client then uses the directory by name.
+    let d = tempfile::tempdir().unwrap();
+    let c = evicted_leaf(d.path(), 1 << 30);
+    c.reap_empty_dirs();
+    let a = lookup(&c, ROOT, "a");
+    let made = c.mkdir(a, std::ffi::OsStr::new("b"), 0o755, crate::testing::ME);
+    assert_eq!(made.err(), Some(fuser::Errno::EEXIST));
+    c.reap_empty_dirs();
+    assert!(d.path().join("a/b").is_dir(), "a directory a MKDIR found was removed at the next pass");
+}
+
+#[test]
+fn a_directory_the_kernel_held_stays_a_pass_after_its_forget() {
+    let d = tempfile::tempdir().unwrap();
+    let c = evicted_leaf(d.path(), 1 << 30);
+    let a = lookup(&c, ROOT, "a");
+    let b = lookup(&c, a, "b"); // a client's cwd, or a create in flight
+    c.reap_empty_dirs(); // held: its entry invalidated
+    assert!(d.path().join("a/b").is_dir());
+    c.forget(b, 1); // requests by its node id came before this
+    c.reap_empty_dirs();
+    assert!(d.path().join("a/b").is_dir(), "removed at the pass right after the kernel let it go");
+    c.reap_empty_dirs();
+    assert!(!d.path().join("a/b").exists());
+}
+
+#[test]
+fn the_quiet_wait_is_timed_not_counted_in_passes() {
+    // Passes run whenever the evictor wakes (tens a second under stores):
+    // an emptied directory no request reached goes only once REAP_QUIET has
+    // passed since a pass first found it so, however many passes ran.
+    let d = tempfile::tempdir().unwrap();
+    let c = evicted_leaf(d.path(), 1 << 30);
+    c.set_reap_quiet(std::time::Duration::from_secs(3600));
+    for _ in 0..100 {
+        c.reap_empty_dirs();
+    }
+    assert!(d.path().join("a/b").is_dir(), "removed after many passes within REAP_QUIET");
+    c.set_reap_quiet(std::time::Duration::ZERO); // as if the hour had passed
+    c.reap_empty_dirs();
+    assert!(!d.path().join("a/b").exists(), "still there after REAP_QUIET with no request");
 }

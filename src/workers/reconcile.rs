@@ -13,7 +13,7 @@
 //! 3. drop: a snapshot key the walk did not see is verified under its
 //!    directory's stripe (the lock create, rename and eviction take): if its
 //!    name no longer holds it, it leaves usage (never with an open handle).
-//!    Entries without a path (only block files keep one) go when the
+//!    Entries without a path (only block files and directories keep one) go when the
 //!    kernel's fd says the object has no link left, or after two passes in a
 //!    row did not see them;
 //! 4. adopt: a file the ledger does not know is verified the same way and
@@ -24,7 +24,7 @@
 //!    this node knows for it (the one just read, or its own later stamp),
 //!    so recency stamped by other nodes reaches this node's LRU;
 //! 5. fix sizes (re-read with `fstat` just before) and give block files
-//!    that lost their name the one the walk found;
+//!    and directories that lost their name the one the walk found;
 //! 6. remove stale temporaries: regular files named like an engine's
 //!    temporary ([`TMP_PATTERNS`]), with one link, mtime and ctime both
 //!    older than `stale_tmp` (default 1 h; 0 disables; the ctime because an
@@ -109,6 +109,8 @@ struct Found {
     key: FileKey,
     mtime: i128,
     block: bool,
+    /// A directory (keeps its path, as blocks do: `Core::rel_path`).
+    dir: bool,
     path: PathBuf,
 }
 
@@ -224,8 +226,9 @@ impl Reconciler {
         let mut placed = Vec::new();
         for f in &w.new {
             if let Some((size, dkey)) = verify(core, f.key, &f.path) {
-                // Like the start-up index, only block files keep a path (memory).
-                if core.accounts().adopt(f.key, size, f.block, f.block.then(|| f.path.clone())) {
+                // Like the start-up index, only block files and directories
+                // keep a path (memory).
+                if core.accounts().adopt(f.key, size, f.block, (f.block || f.dir).then(|| f.path.clone())) {
                     r.adopted += 1;
                     r.adopted_bytes += size;
                     if f.block {
@@ -382,12 +385,17 @@ fn classify(tmp: &GlobSet, core: &Core, w: &mut Walk, cutoff: Option<i128>, objs
         let block = fmt == libc::S_IFREG && core.is_block_name(name);
         w.seen.push((key, mtime));
         match known {
-            Known::New => w.new.push(Found { key, mtime, block, path: path.clone() }),
-            Known::Counted { resized, pathless } => {
+            Known::New => w.new.push(Found { key, mtime, block, dir: fmt == libc::S_IFDIR, path: path.clone() }),
+            Known::Counted { resized, pathless, block: was_block } => {
                 if resized {
                     w.resize.push((key, path.clone()));
                 }
-                if pathless && !path.as_os_str().is_empty() {
+                // Only block files and directories keep a path (as the
+                // start-up index gives them): a block's lost by a rename
+                // behind the daemon, or a file now or formerly named as a
+                // block, is a fix; another file's missing path is no error.
+                let keeps_path = block || was_block || fmt == libc::S_IFDIR;
+                if pathless && keeps_path && !path.as_os_str().is_empty() {
                     w.restore.push((key, path.clone(), block));
                 }
             }

@@ -250,3 +250,30 @@ fn single_node_passes_read_every_directory() {
         assert_eq!((r.dirs_read, r.dirs_skipped), (2, 0), "{r:?}");
     }
 }
+
+#[test]
+fn a_pass_after_the_start_up_index_fixes_nothing() {
+    // Issue 32: reconcile_fixes grew by the number of directories after
+    // every mount: the index gave only block files a path, and the first
+    // pass "restored" every directory's (and every other file's) path,
+    // counting each as a fix.
+    let d = tempfile::tempdir().unwrap();
+    for i in 0..5 {
+        std::fs::create_dir_all(d.path().join(format!("h{i}/sub"))).unwrap();
+        std::fs::write(d.path().join(format!("h{i}/sub/k.bin")), [1u8; 4096]).unwrap();
+        std::fs::write(d.path().join(format!("h{i}/cfg.json")), b"{}").unwrap();
+    }
+    let c = core(d.path(), 1 << 30);
+    let r = Reconciler::new(HOUR).pass(&c);
+    assert!(!r.changed(), "a pass over a tree just indexed changed something: {r:?}");
+    // a directory keeps its path: what is made in it is named without asking the kernel
+    let h0 = c.accounts().lock().get(&key_at(&d.path().join("h0"))).and_then(|e| e.path.clone());
+    assert_eq!(h0.as_deref(), Some(Path::new("h0")));
+}
+
+/// The backing identity of the object at `p`.
+fn key_at(p: &Path) -> crate::key::FileKey {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    crate::key::FileKey { dev: m.dev(), ino: m.ino() }
+}

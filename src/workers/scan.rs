@@ -36,9 +36,13 @@ fn stat_chunk(dir: BorrowedFd<'_>, rel: &Path, names: &[Vec<u8>], matcher: &Glob
         let Ok(st) = sys::fstatat(dir, &c) else { continue };
         let name = OsStr::from_bytes(n);
         let block = st.st_mode & libc::S_IFMT == libc::S_IFREG && matcher.is_match(Path::new(name));
-        let path = block.then(|| rel.join(name));
         let (key, size, mtime, kind) =
             (key_of(&st), sys::allocated(&st), (st.st_mtime, st.st_mtime_nsec), Kind::of_mode(st.st_mode));
+        // Block files keep their path (eviction's), and directories theirs
+        // (the paths of what is made in them, `Core::rel_path`); other files
+        // none (memory). Without it reconcile's first pass gave every
+        // directory its path and counted each as a fix.
+        let path = (block || kind == Kind::Dir).then(|| rel.join(name));
         out.push(Indexed { key, size, mtime, block, kind, path });
     }
     out

@@ -37,13 +37,16 @@ pub enum Known {
     /// The ledger does not count it: adopt it.
     New,
     /// Counted; `resized` when its allocated bytes differ from the walk's,
-    /// `pathless` when it is live but has lost its path (a rename behind the
-    /// daemon) and the walk found it under a name.
+    /// `pathless` when it is live and has no path (a block file's was lost
+    /// by a rename behind the daemon; other files keep none), `block` when
+    /// the ledger counts it as a block file.
     Counted {
         /// See the variant's docs.
         resized: bool,
         /// See the variant's docs.
         pathless: bool,
+        /// See the variant's docs.
+        block: bool,
     },
 }
 
@@ -137,9 +140,11 @@ impl Accounts {
             .iter()
             .map(|(key, size)| match l.get(key) {
                 None => Known::New,
-                Some(e) => {
-                    Known::Counted { resized: e.size != *size, pathless: e.path.is_none() && e.state == State::Live }
-                }
+                Some(e) => Known::Counted {
+                    resized: e.size != *size,
+                    pathless: e.path.is_none() && e.state == State::Live,
+                    block: e.block,
+                },
             })
             .collect()
     }

@@ -3,6 +3,7 @@
 
 crash_load.py MNT STOPFILE OUT.json [--threads N] [--held N] [--size BYTES]
               [--bound SECONDS] [--seed S] [--held-dir NAME]
+              [--flat N] [--recent N] [--keep N]
 
 Before the load: --held blocks are stored (in MNT/NAME, default held) and
 opened read-only, and stay
@@ -43,6 +44,7 @@ class Load:
         self.wrong = 0
         self.hangs = 0
         self.stored = []
+        self.kept_from = 0  # --keep: stored[:kept_from] were unlinked
         self.loaded = 0
         self.busy = {}  # thread -> (start, what)
         self.held_ok = True
@@ -71,7 +73,10 @@ class Load:
 
     def store(self, rng, tid, i):
         h = hashlib.sha1(f"{self.a.seed}-{tid}-{i}".encode()).hexdigest()
-        d = os.path.join(self.a.mnt, "kv", h[:2], h[2:4])
+        if self.a.flat:
+            d = os.path.join(self.a.mnt, "%02x" % (int(h[:8], 16) % self.a.flat))
+        else:
+            d = os.path.join(self.a.mnt, "kv", h[:2], h[2:4])
         name = f"{h}.bin"
         data = content(name, self.a.size)
         self.call("makedirs", os.makedirs, d, 0o755, True)
@@ -86,14 +91,23 @@ class Load:
         finally:
             self.call("close", os.close, fd)
         self.call("rename", os.rename, tmp, os.path.join(d, name))
+        gone = None
         with self.lock:
             self.stored.append(os.path.join(d, name))
+            if self.a.keep and len(self.stored) - self.kept_from > self.a.keep:
+                gone = self.stored[self.kept_from]
+                self.kept_from += 1
+        if gone:
+            try:
+                self.call("unlink", os.unlink, gone)
+            except FileNotFoundError:
+                pass
 
     def load(self, rng):
         with self.lock:
             if not self.stored:
                 return
-            path = rng.choice(self.stored)
+            path = rng.choice(self.stored[-self.a.recent:] if self.a.recent else self.stored)
         m = self.buf()
         try:
             fd = self.call("open-r", os.open, path, os.O_RDONLY | os.O_DIRECT)
@@ -198,6 +212,9 @@ def main():
     p.add_argument("--bound", type=float, default=10.0)
     p.add_argument("--seed", default="0")
     p.add_argument("--held-dir", default="held")
+    p.add_argument("--flat", type=int, default=0)
+    p.add_argument("--recent", type=int, default=0)
+    p.add_argument("--keep", type=int, default=0)
     a = p.parse_args()
     r = Load(a).run()
     with open(a.out, "w") as f:
