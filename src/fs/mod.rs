@@ -7,11 +7,10 @@
 //! 2. the ledger mutex inside `Core::accounts` ([`accounts::Accounts`];
 //!    bookkeeping only: never held across a syscall);
 //! 3. leaf locks, never held while taking another: the inode table (with the
-//!    reaper's per-directory request counts: a LOOKUP's or MKDIR's count and
-//!    the reaper's check are taken under the parent's stripe, a FORGET's in the
-//!    table lock that forgets the inode), the handle tables, the invalidation
-//!    queue, the stamp queue, the evictor's wake flag, the empty-directory
-//!    list, the own-removal notes.
+//!    reaper's request counts: LOOKUP's, MKDIR's and the reaper's check under
+//!    the parent's stripe, FORGET's in the table lock), the handle tables, the
+//!    invalidation queue, the stamp queue, the evictor's wake flag, the
+//!    empty-directory list, the own-removal notes.
 
 pub mod accounts;
 pub mod clock;
