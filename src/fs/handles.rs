@@ -13,6 +13,7 @@ use fuser::{BackingId, Errno};
 use parking_lot::Mutex;
 
 use super::passthrough::{Mode, Plan};
+use super::accounts::Attempt;
 use super::{Core, OpResult, Reservation};
 use crate::key::FileKey;
 use crate::stats::Stats;
@@ -125,7 +126,9 @@ impl Core {
     /// with `flags` will hold, before the
     /// open (see [`Core::plan_io`]); `wait` as for [`Core::reserve`]. `None`
     /// when the open does not write, is no candidate, no size has been
-    /// learned yet, or there is no room now for it and as much again (the
+    /// learned yet, there is no room for it below max_size while usage is at
+    /// or below the high watermark (it never evicts there), or there is no
+    /// room now for it and as much again (the
     /// daemon path then answers its writes, ENOSPC included), and, for a
     /// request that may not wait, while the start-up index is incomplete.
     pub(super) fn writer_room(&self, candidate: bool, flags: i32, wait: bool) -> Option<Reservation<'_>> {
@@ -143,7 +146,18 @@ impl Core {
             return None;
         }
         let bytes = self.io.writer_reservation()?;
-        let room = self.reserve(bytes, wait).ok()?;
+        // The reservation is speculative (bytes not written yet): it evicts
+        // nothing while usage (bytes on disk) is at or below the high
+        // watermark, where an application that sizes its own cache from df
+        // keeps its files (issue 32, item 5). It is taken when it fits below
+        // max_size as is; else, above the high watermark, eviction makes room
+        // inline as for any write; else the daemon path reserves each write
+        // exactly and evicts only when real bytes would cross max_size.
+        let room = match self.accounts.try_reserve(bytes, wait, None) {
+            Attempt::Reserved => Reservation { core: self, bytes },
+            Attempt::Short { .. } if !self.accounts.should_wake() => return None,
+            _ => self.reserve(bytes, wait).ok()?,
+        };
         // Admitted only while eviction could cover as much again: a writer
         // storing more than it reserved is then found by the next check
         // with room to make (`Core::check_writers`). When the budget is

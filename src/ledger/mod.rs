@@ -183,15 +183,15 @@ impl Ledger {
         std::mem::replace(&mut self.policy.max_size, max_size)
     }
 
-    /// Whether committed bytes are above the high watermark, so the
-    /// background evictor should run.
+    /// Whether usage (reservations not counted: the cap covers them inline,
+    /// `Core::reserve`; issue 32 item 5) is above the high watermark.
     pub fn should_wake(&self) -> bool {
-        self.policy.should_wake(self.committed())
+        self.policy.should_wake(self.usage)
     }
 
-    /// Bytes the background evictor should free to reach the low watermark.
+    /// Bytes the evictor should free from usage to reach the low watermark.
     pub fn excess(&self) -> u64 {
-        self.policy.excess(self.committed())
+        self.policy.excess(self.usage)
     }
 
     /// Bytes of the backing tree as indexed.

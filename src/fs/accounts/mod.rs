@@ -261,8 +261,9 @@ impl Accounts {
     }
 
     /// Holds `bytes` a previous daemon's passthrough writer may still add,
-    /// room or not (see [`Ledger::hold`]). Returns whether usage with
-    /// reservations is now above the high watermark (wake the evictor).
+    /// room or not (see [`Ledger::hold`]). Returns whether usage (bytes on
+    /// disk, reservations not counted: see [`Ledger::should_wake`]) is above
+    /// the high watermark (wake the evictor).
     pub fn hold(&self, bytes: u64) -> bool {
         let mut l = self.guard();
         l.hold(bytes);
