@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use fuser::{BackingId, Errno};
 use parking_lot::Mutex;
 
-use super::passthrough::{Mode, Plan};
 use super::accounts::Attempt;
+use super::passthrough::{Mode, Plan};
 use super::{Core, OpResult, Reservation};
 use crate::key::FileKey;
 use crate::stats::Stats;
