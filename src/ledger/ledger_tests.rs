@@ -408,3 +408,19 @@ fn stamped_at_is_the_last_own_stamp() {
     assert!(l.index(k(2), 1, true, None));
     assert_eq!(l.stamped_at(k(2)), None, "found by the index, never stamped here");
 }
+
+#[test]
+fn reservations_held_past_max_size_wake_the_evictor_below_the_high_watermark() {
+    // A handed passthrough writer's reservation is held room or not (after a
+    // crash or an upgrade); its bytes are coming, so the evictor must make
+    // room for them even while usage itself is below the high watermark
+    // (faults/crash-recovery saw du 336 KiB over max_size without it).
+    let mut l = Ledger::new(1000);
+    block(&mut l, 1, 500);
+    assert!(!l.should_wake());
+    l.hold(300);
+    assert!(!l.should_wake(), "reservations within max_size wake nothing (issue 32 item 5)");
+    l.hold(400); // committed 1200 > 1000
+    assert!(l.should_wake());
+    assert!(l.excess() >= 200, "at least what the reservations hold past max_size: {}", l.excess());
+}

@@ -183,15 +183,15 @@ impl Ledger {
         std::mem::replace(&mut self.policy.max_size, max_size)
     }
 
-    /// Whether usage (reservations not counted: the cap covers them inline,
-    /// `Core::reserve`; issue 32 item 5) is above the high watermark.
+    /// Whether usage is above the high watermark (reservations within the
+    /// budget not counted: issue 32 item 5), or usage with reservations above max_size.
     pub fn should_wake(&self) -> bool {
-        self.policy.should_wake(self.usage)
+        self.policy.should_wake(self.usage) || self.committed() > self.policy.max_size
     }
 
-    /// Bytes the evictor should free from usage to reach the low watermark.
+    /// Bytes to free: usage down to the low watermark, and at least what reservations hold past max_size.
     pub fn excess(&self) -> u64 {
-        self.policy.excess(self.usage)
+        self.policy.excess(self.usage).max(self.committed().saturating_sub(self.policy.max_size))
     }
 
     /// Bytes of the backing tree as indexed.

@@ -56,7 +56,12 @@ for k in $(seq 1 "$KILLS"); do
     bfs_is_mounted "$MNT" fuse || fail "kill $k: the mount went away"
     bfs_process_done "$SUP" && fail "kill $k: the supervisor exited"
     used=$(du_backing)
-    assert_le "$used" "$MAX" "kill $k: usage (du of BACKING) above max_size"
+    # max_size + the contract's 1 MiB of slack for filesystem metadata
+    # (DESIGN.md, budget): the reaper waits a quiet second before removing an
+    # emptied directory, and a kill loses its queue, so about a hundred
+    # directories stay per kill here (the crash edge of issue 32 item 7);
+    # du then passed max_size by 300-752 KiB in 6 of 23 runs, never by 1 MiB
+    assert_le "$used" $((MAX + MiB)) "kill $k: usage (du of BACKING) above max_size + 1 MiB"
     [ -z "${VERBOSE_ROUNDS:-}" ] || log "kill $k: daemon $D, serving again after ${ms[-1]} ms, usage $used"
 done
 poll_until 10 "restart $KILLS in the supervisor's log" grep -q "(restart $KILLS)" "$BFS_LOG"
@@ -75,7 +80,7 @@ grep -v '^$' "$BFS_TMP/load.out" | head -n 5 | while read -r l; do log "$l"; don
 assert_eq 0 "$(json_get "$R" hangs)" "client calls longer than 10 s"
 assert_eq 0 "$(json_get "$R" wrong)" "blocks read back with wrong bytes"
 assert_eq True "$(json_get "$R" held_ok)" "the blocks held open across the kills"
-assert_le "$(du_backing)" "$MAX" "usage (du of BACKING) above max_size"
+assert_le "$(du_backing)" $((MAX + MiB)) "usage (du of BACKING) above max_size + 1 MiB"
 assert_eq 4 "$(ls "$BACKING/held" | wc -l)" "held-open blocks evicted"
 
 sorted=$(printf '%s\n' "${ms[@]}" | sort -n)
