@@ -220,6 +220,21 @@ bfs_expect_exit() {
 # bfs_restart OPTS: unmount then mount again with OPTS
 bfs_remount() { bfs_unmount; bfs_mount "$@"; }
 
+# bfs_serving_pid: the pid of the daemon serving $MNT now (its status)
+bfs_serving_pid() { $BOUNDFS status "$MNT" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["pid"])'; }
+
+# bfs_unmount_upgraded FIRST: after `boundfs upgrade`s, the first daemon
+# (our child, FIRST) has exited (its status left in $BFS_RC); unmount and
+# wait (bounded) for the daemon serving last to exit
+bfs_unmount_upgraded() {
+    local last
+    bfs_wait_exit "$1" 10 || fail "the first daemon still runs"
+    BFS_DPID=""
+    last=$(bfs_serving_pid)
+    umount "$MNT" || fail "umount"
+    poll_until 10 "the last daemon's exit" bfs_process_done "$last"
+}
+
 # ---------------------------------------------------------------- assertions
 assert_eq() { # EXPECTED ACTUAL MESSAGE
     [ "$1" = "$2" ] || fail "${3:-assert_eq}: expected '$1', got '$2'"

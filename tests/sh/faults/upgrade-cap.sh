@@ -21,7 +21,6 @@ DLOG="$BFS_TMP/daemons.log"
 bfs_mount "max_size=64M,threads=4,log_file=$DLOG"
 grep -q "kernel passthrough on" "$DLOG" "$BFS_LOG" 2>/dev/null || skip "this kernel offers no FUSE passthrough: $(uname -r)"
 FIRST=$BFS_DPID
-pid_now() { $BOUNDFS status "$MNT" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["pid"])'; }
 
 $PY "$BFS_HELPERS/du_sampler.py" "$BACKING" "$BFS_TMP/sampler.stop" 0.002 --statfs --seconds 0 > "$BFS_TMP/sampler.out" &
 SAMPLER=$!; bfs_bg "$SAMPLER"
@@ -32,7 +31,7 @@ writers_at_least() { [ "$(stats_json | $PY -c 'import json,sys; print(json.load(
 poll_until 30 "the load's first passthrough writers" writers_at_least 4
 
 for i in $(seq 1 "$N"); do
-    before=$(pid_now)
+    before=$(bfs_serving_pid)
     out=$($BOUNDFS upgrade "$MNT" 2>>"$BFS_TMP/upgrade.err") || fail "upgrade $i failed: $(tail -n 3 "$BFS_TMP/upgrade.err")"
     new=$(printf '%s' "$out" | sed -n 's/.* -> \([0-9]*\) .*/\1/p')
     [ -n "$new" ] && [ "$new" != "$before" ] || fail "upgrade $i: no new pid in: $out"
@@ -50,10 +49,6 @@ log "sampler (statfs every 2 ms): $smp"
 [ "$(json_get "$res" violations)" = 0 ] || fail "$(json_get "$res" violations) client errors: $(json_get "$res" first_violations)"
 assert_le "$(json_get "$smp" peak)" $((MAX + MiB)) "usage of BACKING (statfs, every 2 ms) across $N upgrades"
 
-bfs_wait_exit "$FIRST" 10 || fail "the first daemon still runs"
-BFS_DPID=""
-last=$(pid_now)
-umount "$MNT" || fail "umount"
-poll_until 10 "the last daemon's exit" bfs_process_done "$last"
+bfs_unmount_upgraded "$FIRST"
 umount "$BACKING" || fail "umount tmpfs backing"
 log PASS

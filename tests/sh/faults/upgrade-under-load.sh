@@ -53,7 +53,6 @@ SCRAPER=$!; bfs_bg "$SCRAPER"
 FIRST=$BFS_DPID
 COPY="$BFS_TMP/bin/boundfs-copy"
 mkdir -p "$BFS_TMP/bin" && cp "$BOUNDFS" "$COPY" || fail "cannot copy the binary"
-pid_now() { $BOUNDFS status "$MNT" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["pid"])'; }
 
 SECS=${BFS_STRESS_SECONDS:-40}
 # its own process group: the EXIT trap kills its forked workers too
@@ -64,25 +63,25 @@ stored() { [ "$(stats_field block_files 2>/dev/null || echo 0)" -ge "${1:-20}" ]
 poll_until 30 "the load's first stores" stored 10
 
 # Failed upgrades: the daemon serving keeps serving.
-before=$(pid_now)
+before=$(bfs_serving_pid)
 $BOUNDFS upgrade "$MNT" --binary /bin/false > "$BFS_TMP/false.out" 2>&1 && fail "upgrade to /bin/false succeeded"
 log "to /bin/false: $(tail -n 1 "$BFS_TMP/false.out")"
 BOUNDFS_TEST_TAKEOVER_FAIL=state $BOUNDFS upgrade "$MNT" > "$BFS_TMP/dies.out" 2>&1 &&
     fail "upgrade whose new process dies after the state succeeded"
 log "new process dying after the readers stopped: $(tail -n 1 "$BFS_TMP/dies.out")"
 bfs_is_mounted "$MNT" fuse || fail "the mount went away after a failed upgrade"
-assert_eq "$before" "$(pid_now)" "pid serving after the failed upgrades"
+assert_eq "$before" "$(bfs_serving_pid)" "pid serving after the failed upgrades"
 grep -q "taking the connection back" "$DLOG" || fail "the old daemon did not take its connection back (log: $DLOG)"
 
 PAUSES=()
 for i in $(seq 1 "$N"); do
     bin=$BOUNDFS; [ $((i % 2)) = 0 ] && bin=$COPY
-    before=$(pid_now)
+    before=$(bfs_serving_pid)
     out=$($BOUNDFS upgrade "$MNT" --binary "$bin" 2>>"$BFS_TMP/upgrade.err") || fail "upgrade $i failed: $(tail -n 3 "$BFS_TMP/upgrade.err")"
     new=$(printf '%s' "$out" | sed -n 's/.* -> \([0-9]*\) .*/\1/p')
     [ -n "$new" ] && [ "$new" != "$before" ] || fail "upgrade $i: no new pid in: $out"
     bfs_bg "$new"
-    assert_eq "$new" "$(pid_now)" "pid in the status after upgrade $i"
+    assert_eq "$new" "$(bfs_serving_pid)" "pid in the status after upgrade $i"
     bfs_is_mounted "$MNT" fuse || fail "the mount went away at upgrade $i"
     PAUSES+=("$(printf '%s' "$out" | sed -n 's/.*pause \([0-9.]*\) ms.*/\1/p')")
     log "upgrade $i (ended $(awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN { printf "%.2f", a - b }') s into the load): $out"
@@ -111,11 +110,7 @@ q = lambda f: p[min(len(p) - 1, int(round(f * (len(p) - 1))))]
 print("p50 %.2f ms, p99 %.2f ms, max %.2f ms over %d upgrades with a request" % (q(.5), q(.99), p[-1], len(p)) if p else "none measured")')"
 
 # The first daemon exited 0 at the first hand-over; the last one unmounts.
-bfs_wait_exit "$FIRST" 10 || fail "the first daemon still runs"
+bfs_unmount_upgraded "$FIRST"
 assert_eq 0 "$BFS_RC" "exit status of the first daemon"
-BFS_DPID=""
-last=$(pid_now)
-umount "$MNT" || fail "umount"
-poll_until 10 "the last daemon's exit" bfs_process_done "$last"
 umount "$BACKING" || fail "umount tmpfs backing"
 log PASS

@@ -24,10 +24,7 @@ import random
 import threading
 import time
 
-
-def parse_size(s):
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1].upper()] if s[-1:].upper() in mult else int(s)
+from blocks import size_of
 
 
 def main():
@@ -39,7 +36,7 @@ def main():
     ap.add_argument("--max", default="96M")
     ap.add_argument("--self-size", action="store_true")
     a = ap.parse_args()
-    lo, hi = parse_size(a.min), parse_size(a.max)
+    lo, hi = size_of(a.min), size_of(a.max)
     lock = threading.Lock()
     tot = {"stores": 0, "stored_bytes": 0, "enospc": 0, "failed": 0, "gone": 0, "budget": 0, "other": 0}
     errors = []

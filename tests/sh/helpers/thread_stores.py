@@ -24,12 +24,9 @@ import mmap
 import os
 import threading
 
+from blocks import size_of
+
 O_DIRECT = getattr(os, "O_DIRECT", 0o40000)
-
-
-def parse_size(s):
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1].upper()] if s[-1:].upper() in mult else int(s)
 
 
 def main():
@@ -40,7 +37,7 @@ def main():
     ap.add_argument("--block", default="2M")
     ap.add_argument("--min-bytes", type=int, default=0)
     a = ap.parse_args()
-    size = parse_size(a.block)
+    size = size_of(a.block)
     lock = threading.Lock()
     tot = {"stores": 0, "stored_bytes": 0, "readback_enoent": 0, "violations": []}
 
