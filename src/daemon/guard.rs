@@ -34,10 +34,8 @@ const IMMUTABLE: libc::c_int = 0x10;
 /// the mountpoint is itself on a FUSE mount (an OPENDIR there could wait on
 /// another daemon before our mount(2)). Errors: open(2)'s, e.g. ENOENT or
 /// ENOTDIR.
-pub fn open_bare(mountpoint: &Path) -> io::Result<OwnedFd> {
-    let p = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(mountpoint.as_os_str()))
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    crate::sys::open(&p, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+pub fn open_bare(mountpoint: &CStr) -> io::Result<OwnedFd> {
+    crate::sys::open(mountpoint, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
 }
 
 /// The inode flags (FS_IOC_GETFLAGS). Errors: ENOTTY or EOPNOTSUPP where
@@ -65,11 +63,6 @@ fn marked(dir: BorrowedFd<'_>) -> bool {
     // SAFETY: a NUL-terminated name and a buffer of the given length, alive for the call.
     let n = unsafe { libc::fgetxattr(dir.as_raw_fd(), MARK.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
     n >= 0
-}
-
-/// Whether `dir` is immutable now.
-pub fn is_guarded(dir: BorrowedFd<'_>) -> bool {
-    flags(dir).is_ok_and(|f| f & IMMUTABLE != 0)
 }
 
 /// Guards the bare mountpoint `dir`: marks it, then sets its immutable

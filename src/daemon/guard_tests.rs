@@ -11,12 +11,18 @@ fn guardable() -> Option<(tempfile::TempDir, OwnedFd)> {
     let d = tempfile::tempdir().ok()?;
     let m = d.path().join("mnt");
     std::fs::create_dir(&m).ok()?;
-    let fd = crate::sys::reopen(open_bare(&m).ok()?.as_fd(), libc::O_RDONLY).ok()?;
+    let c = std::ffi::CString::new(m.to_str()?).ok()?;
+    let fd = crate::sys::reopen(open_bare(&c).ok()?.as_fd(), libc::O_RDONLY).ok()?;
     if let Err(e) = set(fd.as_fd()) {
         eprintln!("skipped: the guard cannot be set here ({e})");
         return None;
     }
     Some((d, fd))
+}
+
+/// Whether `dir` is immutable now.
+fn is_guarded(dir: BorrowedFd<'_>) -> bool {
+    flags(dir).is_ok_and(|f| f & IMMUTABLE != 0)
 }
 
 /// Clears the flag whatever marks it, so the temporary directory can go.

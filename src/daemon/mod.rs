@@ -430,9 +430,9 @@ pub(crate) fn mount_kernel(opts: &Options) -> Result<std::os::fd::OwnedFd, Strin
         if opts.allow_other { ",allow_other" } else { "" }
     );
     let bad = |e: std::io::Error| mount_error::kernel(opts, &e);
-    // The directory the mount will cover, for the guard (see `guard`).
-    let bare = guard::open_bare(&opts.mountpoint).map_err(bad)?;
     let (src, target) = (cpath(&opts.backing).map_err(bad)?, cpath(&opts.mountpoint).map_err(bad)?);
+    // The directory the mount will cover, for the guard (see `guard`).
+    let bare = guard::open_bare(&target).map_err(bad)?;
     let data = std::ffi::CString::new(data).map_err(|e| bad(e.into()))?;
     let mut flags = libc::MS_NOSUID | libc::MS_NODEV | opts.atime.mount_flags();
     if opts.noexec {
