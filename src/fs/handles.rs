@@ -149,7 +149,7 @@ impl Core {
         // The reservation is speculative (bytes not written yet): it evicts
         // nothing while usage (bytes on disk) is at or below the high
         // watermark, where an application that sizes its own cache from df
-        // keeps its files (issue 32, item 5). It is taken when it fits below
+        // keeps its files. It is taken when it fits below
         // max_size as is; else, above the high watermark, eviction makes room
         // inline as for any write; else the daemon path reserves each write
         // exactly and evicts only when real bytes would cross max_size.
@@ -326,7 +326,7 @@ impl Core {
     /// size is given back at once, not at RELEASE. Before, the file counted
     /// twice (its reservation and its fallocated size) and the writers'
     /// unused reservations made other stores fail ENOSPC with the budget
-    /// 30 % empty (issue 32 item 5; budget/bigfile-enospc).
+    /// 30 % empty (budget/bigfile-enospc).
     pub(super) fn writer_fallocate(&self, h: &Handle, off: u64, len: u64, mode: i32) -> Option<OpResult<()>> {
         let held = h.held.load(Ordering::Relaxed);
         if held == 0 {

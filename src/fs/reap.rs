@@ -57,7 +57,7 @@ pub const REAP_QUIET: Duration = Duration::from_secs(1);
 /// than [`kept_max`] allows (4 KiB each, `max_size / KEPT_SHARE`): stores
 /// that make a directory each (vLLM's leaves) under a small budget would
 /// otherwise fill it with directories for a second and get ENOSPC. About
-/// a pass of the evictor under stores, as before issue 32.
+/// a pass of the evictor under stores.
 pub const REAP_QUIET_PRESSED: Duration = Duration::from_millis(50);
 
 /// Kept directories take at most `max_size / KEPT_SHARE` of the budget.

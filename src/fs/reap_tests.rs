@@ -85,7 +85,7 @@ fn lookup(c: &crate::fs::Core, parent: fuser::INodeNo, name: &str) -> fuser::INo
 
 #[test]
 fn a_directory_a_request_reached_between_two_passes_stays() {
-    // Issue 32: the pass that finds `a/b` forgotten is the reaper's check,
+    // The pass that finds `a/b` forgotten is the reaper's check,
     // the next one its rmdir. A client's `os.makedirs("a/b",
     // exist_ok=True)` in between (LOOKUP a, LOOKUP b; mkdir answers EEXIST
     // and the kernel forgets b again, an eviction having invalidated it)

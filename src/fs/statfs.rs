@@ -12,9 +12,9 @@
 //! open, files matching no `pattern`, directories, writes in flight) plus
 //! the headroom above the high watermark. An application that sizes its own
 //! cache from df (a fraction of `f_bavail` on an empty mount) then stays
-//! below the high watermark and never meets boundfs' eviction (issue 32,
-//! item 5: the lead's decision, against DESIGN.md's "what a write can get
-//! now", which counted the headroom too).
+//! below the high watermark and never meets boundfs' eviction (a choice
+//! against DESIGN.md's "what a write can get now", which counted the
+//! headroom too; status/df-columns checks the columns).
 
 use super::{Core, OpResult};
 

@@ -419,7 +419,7 @@ fn reservations_held_past_max_size_wake_the_evictor_below_the_high_watermark() {
     block(&mut l, 1, 500);
     assert!(!l.should_wake());
     l.hold(300);
-    assert!(!l.should_wake(), "reservations within max_size wake nothing (issue 32 item 5)");
+    assert!(!l.should_wake(), "reservations within max_size wake nothing");
     l.hold(400); // committed 1200 > 1000
     assert!(l.should_wake());
     assert!(l.excess() >= 200, "at least what the reservations hold past max_size: {}", l.excess());

@@ -184,7 +184,7 @@ impl Ledger {
     }
 
     /// Whether usage is above the high watermark (reservations within the
-    /// budget not counted: issue 32 item 5), or usage with reservations above max_size.
+    /// budget not counted: they are not bytes yet), or usage with reservations above max_size.
     pub fn should_wake(&self) -> bool {
         self.policy.should_wake(self.usage) || self.committed() > self.policy.max_size
     }

@@ -253,7 +253,7 @@ fn single_node_passes_read_every_directory() {
 
 #[test]
 fn a_pass_after_the_start_up_index_fixes_nothing() {
-    // Issue 32: reconcile_fixes grew by the number of directories after
+    // reconcile_fixes grew by the number of directories after
     // every mount: the index gave only block files a path, and the first
     // pass "restored" every directory's (and every other file's) path,
     // counting each as a fix.
