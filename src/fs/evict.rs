@@ -234,7 +234,8 @@ impl Core {
         // on answers ENOENT only once this name's invalidation is sent.
         let place = self.inval.reserve();
         // An emptied directory is removed even if the ledger does not know it.
-        if !self.accounts.begin_removal(key, what) && what != Removal::Dir {
+        let (begun, files_made) = self.accounts.begin_removal_in(key, what, dkey);
+        if !begun && what != Removal::Dir {
             return Err(Kept::Busy);
         }
         let (flags, victim) = if what == Removal::Dir {
@@ -269,6 +270,13 @@ impl Core {
         // file under a block's name (the inode goes with the daemon's fds).
         let freed = match sys::unlinkat(dir.as_fd(), &c, flags) {
             Ok(()) => {
+                let top = rel.parent().is_some_and(|p| p.as_os_str().is_empty());
+                if !top && files_made < FLAT_STORE_FILES {
+                    // Under the stripe: the mtime this removal left (a crash
+                    // before the reaper's rmdir leaves the mark behind). An
+                    // engine's flat store is never reaped, so never marked.
+                    super::emptied::mark(dir.as_fd());
+                }
                 crash_point();
                 if let Some(Ok(fd)) = &victim {
                     let _ = sys::ftruncate(std::os::fd::AsRawFd::as_raw_fd(fd), 0);

@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use fuser::{Errno, FileAttr, INodeNo};
 
 use super::control::XATTR_PREFIX;
-use super::{Caller, Core, OpResult, attr_of, inode::ROOT_INO, privs};
+use super::{Caller, Core, OpResult, attr_of, emptied, inode::ROOT_INO, privs};
 use crate::sys;
 
 impl Core {
@@ -67,7 +67,8 @@ impl Core {
     }
 
     /// GETXATTR: with `size` 0 the value's length, else the value (ERANGE if
-    /// longer than `size`). Errors: ENODATA, the backing errno.
+    /// longer than `size`). Errors: ENODATA (also for boundfs' own crash mark
+    /// on directories, [`emptied::NAME`]), the backing errno.
     pub fn getxattr(&self, ino: INodeNo, name: &OsStr, size: u32) -> OpResult<Xattr> {
         if ino.0 == ROOT_INO {
             if let Some(v) = self.control_get(name) {
@@ -82,6 +83,9 @@ impl Core {
             }
         }
         self.acl_refused(name)?;
+        if emptied::is_mark(name) {
+            return Err(Errno::ENODATA);
+        }
         let fd = self.inode(ino)?.fd().as_raw_fd();
         let mut buf = vec![0u8; size as usize];
         let n = sys::xattr::get(fd, name, &mut buf)?;
@@ -92,14 +96,17 @@ impl Core {
     /// than root (`privileged` false, standing for "lacks CAP_SYS_ADMIN") is
     /// not shown `trusted.*` names, as a plain directory hides them from it
     /// (the trusted handler's `list` in fs/xattr.c; a root daemon would list
-    /// them, and `cp --preserve=xattr` then fails reading them). Errors:
+    /// them, and `cp --preserve=xattr` then fails reading them). The crash
+    /// mark [`emptied::NAME`] is never listed. Errors:
     /// ERANGE when the list is longer than `size`, the backing errno.
     pub fn listxattr(&self, ino: INodeNo, size: u32, privileged: bool) -> OpResult<Xattr> {
         let fd = self.inode(ino)?.fd().as_raw_fd();
         if privileged || self.euid != 0 {
             let mut buf = vec![0u8; size as usize];
             let n = sys::xattr::list(fd, &mut buf)?;
-            return Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(buf[..n].to_vec()) });
+            // The size may count the hidden mark: an upper bound, as after a removal.
+            buf.truncate(n);
+            return Ok(if size == 0 { Xattr::Size(n as u32) } else { Xattr::Data(emptied::without_mark(buf)) });
         }
         // The whole list, then without trusted.*; retried if it grew meanwhile.
         let mut all = None;
@@ -122,7 +129,8 @@ impl Core {
     }
 
     /// SETXATTR by `uid`. On the root, the reserved `user.boundfs.*` names are
-    /// control (see `Core::control_set`: EPERM, EINVAL). Errors otherwise: the
+    /// control (see `Core::control_set`: EPERM, EINVAL); the crash mark
+    /// [`emptied::NAME`] answers EPERM. Errors otherwise: the
     /// backing errno, ENOSPC when the bytes the value can take on BACKING
     /// (its name and value rounded up to 4 KiB) cannot be made room for.
     /// Writing `system.posix_acl_access` can change the mode
@@ -133,6 +141,9 @@ impl Core {
             return self.control_set(name, value, who.uid);
         }
         self.acl_refused(name)?;
+        if emptied::is_mark(name) {
+            return Err(Errno::EPERM);
+        }
         let i = self.inode(ino)?;
         // A value too big for the inode takes blocks of its own (ext4: an
         // external block, or with ea_inode an inode of the value's size),
@@ -156,12 +167,15 @@ impl Core {
     }
 
     /// REMOVEXATTR. Errors: EPERM for the reserved `user.boundfs.*` names on
-    /// the root, the backing errno.
+    /// the root and for the crash mark [`emptied::NAME`], the backing errno.
     pub fn removexattr(&self, ino: INodeNo, name: &OsStr) -> OpResult<()> {
         if ino.0 == ROOT_INO && name.as_encoded_bytes().starts_with(XATTR_PREFIX.as_bytes()) {
             return Err(Errno::EPERM);
         }
         self.acl_refused(name)?;
+        if emptied::is_mark(name) {
+            return Err(Errno::EPERM);
+        }
         let i = self.inode(ino)?;
         sys::xattr::remove(i.fd().as_raw_fd(), name)?;
         self.refresh_size(i.key, i.fd());

@@ -14,33 +14,33 @@
 
 pub mod accounts;
 pub mod clock;
-pub mod dirlock;
-mod evict;
-pub mod handed;
-pub mod handles;
-pub mod held;
-pub mod inflight;
-pub mod inode;
-pub mod passthrough;
-pub mod recover;
-pub mod stamps;
-
 mod config;
 mod context;
 mod control;
 mod creds;
 mod data;
 mod direct;
+pub mod dirlock;
+pub mod emptied;
+mod evict;
+pub mod handed;
+pub mod handles;
+pub mod held;
+pub mod inflight;
+pub mod inode;
 mod meta;
 mod namespace;
 pub mod own_removals;
 mod owner;
 pub mod pagecache;
 mod parts;
+pub mod passthrough;
 pub mod privs;
 mod reap;
+pub mod recover;
 mod recreate;
 pub mod shared;
+pub mod stamps;
 mod statfs;
 pub mod unevictable;
 

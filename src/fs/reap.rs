@@ -23,7 +23,8 @@
 
 use std::cell::Cell;
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fuser::Errno;
@@ -34,6 +35,7 @@ use super::evict::{FLAT_STORE_FILES, Kept};
 use crate::key::{FileKey, key_of};
 use crate::ledger::Removal;
 use crate::stats::Op;
+use crate::sys;
 
 /// How long an emptied directory that held directories is kept at most
 /// while stores arrive (seconds). At the bench trace's store rate a
@@ -181,6 +183,15 @@ impl Core {
         }
     }
 
+    /// Takes the crash mark ([`super::emptied`]) off the directory `rel`
+    /// (relative to BACKING), under its own stripe.
+    fn unmark_emptied(&self, rel: &Path) {
+        let Ok(dir) = sys::open_beneath(self.root().fd(), rel, libc::O_PATH | libc::O_DIRECTORY) else { return };
+        let Ok(st) = sys::fstat(dir.as_fd()) else { return };
+        let _stripe = self.dirlocks.lock(&[key_of(&st)]);
+        super::emptied::unmark(dir.as_fd());
+    }
+
     /// Whether a CREATE or MKDIR request came within [`STORES_IDLE`]
     /// (measured at the reaper's passes).
     fn stores_arriving(&self) -> bool {
@@ -263,7 +274,11 @@ impl Core {
                     }
                     retry.push(Emptied { tries: e.tries + 1, mark, ..e });
                 }
-                Err(_) => {}
+                // Not boundfs' to remove (not empty, a flat store, replaced):
+                // its mark goes, under its own stripe (eviction's marks
+                // are made under it). A directory gone needs none.
+                Err(Kept::Missing) => {}
+                Err(_) => self.unmark_emptied(&e.rel),
             }
         }
         // One entry per directory, either kind, dated by its latest

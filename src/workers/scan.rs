@@ -19,14 +19,14 @@ use std::time::Instant;
 
 use globset::GlobSet;
 
-use crate::fs::Core;
 use crate::fs::accounts::walks::{Indexed, record_indexed};
+use crate::fs::{Core, emptied};
 use crate::key::{FileKey, key_of};
 use crate::ledger::{Kind, Ledger};
 use crate::status::ScanReport;
 use crate::sys;
 
-use super::walk::walk;
+use super::walk::{walk, walk_noting_empty};
 
 /// Stats `names` in `dir` (relative path `rel`) without following symlinks.
 fn stat_chunk(dir: BorrowedFd<'_>, rel: &Path, names: &[Vec<u8>], matcher: &GlobSet) -> Vec<Indexed> {
@@ -90,7 +90,14 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
     // A block stamped less than one stamp interval ago needs no stamp yet.
     let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let stamped_after = unix_now.saturating_sub(core.stamp_interval_secs()) as i64;
-    let unreadable = walk(root.as_fd(), |c| {
+    // Directories the daemon's own removals emptied and a crash left (the
+    // mark: fs::emptied) go back to the reaper.
+    let emptied = |dir: BorrowedFd<'_>, rel: &Path, st: &libc::stat| match emptied::found(dir, st) {
+        emptied::Found::Unchanged => core.queue_emptied(rel.to_path_buf()),
+        emptied::Found::Stale => emptied::unmark(dir),
+        emptied::Found::None => {}
+    };
+    let unreadable = walk_noting_empty(root.as_fd(), emptied, |c| {
         let _stripe = core.lock_dirs(&[c.key]);
         let found = stat_chunk(c.dir, c.rel, c.names, core.matcher());
         // Block files found in a directory count as files made in it, so a

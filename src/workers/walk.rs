@@ -55,7 +55,18 @@ pub fn map_inos(root: BorrowedFd<'_>) -> std::collections::HashMap<u64, PathBuf>
 /// `DT_UNKNOWN`, `fstatat` does). Returns the number of directories that
 /// could not be opened or read (permissions, a symlink swapped in, races).
 pub fn walk(root: BorrowedFd<'_>, visit: impl FnMut(Chunk<'_>) -> bool) -> u64 {
-    walk_in(root, false, |_, _| None, |_| {}, visit)
+    walk_in(root, false, |_, _| None, |_| {}, |_, _, _| {}, visit)
+}
+
+/// [`walk`], also telling `empty` of every directory below `root` that
+/// was read whole and held no entry, with the directory (open for reading),
+/// its path relative to BACKING and its `fstat` (taken when it was opened).
+pub fn walk_noting_empty(
+    root: BorrowedFd<'_>,
+    empty: impl FnMut(BorrowedFd<'_>, &Path, &libc::stat),
+    visit: impl FnMut(Chunk<'_>) -> bool,
+) -> u64 {
+    walk_in(root, false, |_, _| None, |_| {}, empty, visit)
 }
 
 /// [`walk`], asking `enter` first about every directory opened, with its
@@ -75,7 +86,7 @@ pub fn walk_changed(
     failed: impl FnMut(&Path),
     visit: impl FnMut(Chunk<'_>) -> bool,
 ) -> u64 {
-    walk_in(root, true, enter, failed, visit)
+    walk_in(root, true, enter, failed, |_, _, _| {}, visit)
 }
 
 /// [`walk_changed`]; `probe`: open `O_PATH` first (else for reading at once).
@@ -84,6 +95,7 @@ fn walk_in(
     probe: bool,
     mut enter: impl FnMut(&Path, &libc::stat) -> Option<Vec<PathBuf>>,
     mut failed: impl FnMut(&Path),
+    mut empty: impl FnMut(BorrowedFd<'_>, &Path, &libc::stat),
     mut visit: impl FnMut(Chunk<'_>) -> bool,
 ) -> u64 {
     let mut unreadable = 0;
@@ -120,9 +132,15 @@ fn walk_in(
             dir
         };
         let key = key_of(&st);
+        let mut entries = 0usize;
         loop {
             let batch = match sys::getdents(dir.as_raw_fd()) {
-                Ok(b) if b.is_empty() => break,
+                Ok(b) if b.is_empty() => {
+                    if entries == 0 && !rel.as_os_str().is_empty() {
+                        empty(dir.as_fd(), &rel, &st);
+                    }
+                    break;
+                }
                 Ok(b) => b,
                 Err(_) => {
                     unreadable += 1;
@@ -140,6 +158,7 @@ fn walk_in(
                 }
                 names.push(e.name);
             }
+            entries += names.len();
             for names in names.chunks(CHUNK) {
                 if !visit(Chunk { dir: dir.as_fd(), key, rel: &rel, names }) {
                     return unreadable;

@@ -54,6 +54,15 @@ impl Accounts {
         self.guard().begin_removal(key, what)
     }
 
+    /// [`Accounts::begin_removal`] of an entry of the directory `dir`, in
+    /// the same hold of the ledger lock: also returns how many files were
+    /// made in `dir` through the mount ([`Accounts::files_made_in_dir`]).
+    pub fn begin_removal_in(&self, key: FileKey, what: crate::ledger::Removal, dir: FileKey) -> (bool, u8) {
+        let mut l = self.guard();
+        let begun = l.begin_removal(key, what);
+        (begun, l.get(&dir).map_or(0, |e| e.files_made))
+    }
+
     /// The removal begun by [`Accounts::begin_removal`] happened: `key`
     /// leaves usage; returns the bytes freed.
     pub fn finish_removal(&self, key: FileKey) -> u64 {
