@@ -16,6 +16,10 @@
 //! whose mtime moved (a user's create and unlink) keeps its mark's bytes
 //! until the reaper next sees it, and is never reaped at start-up.
 //!
+//! In shared mode (`-o shared`) the start-up hand-back is off: another
+//! node's clients may be using such a directory, which this node's kernel
+//! cannot see; there the crash edge stays as before.
+//!
 //! The mark is a `trusted.*` name: only a daemon with CAP_SYS_ADMIN (root,
 //! the usual case) can write it; otherwise marking fails quietly and the
 //! crash edge stays as before. Through the mount the name is hidden

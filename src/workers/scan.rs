@@ -91,8 +91,11 @@ pub fn index(core: &Core, root: &OwnedFd, stop: impl Fn() -> bool) -> ScanReport
     let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let stamped_after = unix_now.saturating_sub(core.stamp_interval_secs()) as i64;
     // Directories the daemon's own removals emptied and a crash left (the
-    // mark: fs::emptied) go back to the reaper.
+    // mark: fs::emptied) go back to the reaper; not in shared mode, where
+    // another node's clients may be using them unseen by this kernel.
+    let shared = core.shared();
     let emptied = |dir: BorrowedFd<'_>, rel: &Path, st: &libc::stat| match emptied::found(dir, st) {
+        _ if shared => {}
         emptied::Found::Unchanged => core.queue_emptied(rel.to_path_buf()),
         emptied::Found::Stale => emptied::unmark(dir),
         emptied::Found::None => {}
