@@ -20,6 +20,8 @@
 #                         [--trace-requests N] [--trace-budget MIB]
 #   --quick       smaller sizes, 3 repetitions (smoke run, a few minutes)
 #   --n N         2 MiB blocks for store/load (default 512 = 1 GiB; quick 128)
+#   --small-n N   128 KiB blocks for the small store/load rows (default 2048
+#                 = 256 MiB; quick 512)
 #   --reps R      repetitions per measurement (default 5; quick 3); medians reported
 #   --files N     files in the restart tree (default 200000; quick 20000)
 #   --full        restart tree of 1,000,000 files
@@ -28,8 +30,8 @@
 #   --no-build    don't run `cargo build --release` (or set BOUNDFS=path)
 #   --no-install  don't try `apt-get install` for missing fio/mergerfs
 #   --keep        keep the temp tree (logs, raw JSON) afterwards
-#   --only WL     run only workload group WL: store, load, probe, readdir,
-#                 evict, restart, fio or trace (repeatable)
+#   --only WL     run only workload group WL: store, load, small, stat,
+#                 probe, readdir, evict, restart, fio or trace (repeatable)
 #   --backing B   disk (DIR's filesystem), tmpfs or both (default): the
 #                 main table's workloads run on a tmpfs mounted under DIR
 #                 (data sets included), each bounded run on a fresh tmpfs
@@ -53,7 +55,7 @@ TRACE="$REPO/scripts/bench/trace.py"
 T_START=$EPOCHREALTIME
 
 # ------------------------------------------------------------------ options
-QUICK=0 N="" REPS="" FILES="" FULL=0 BUILD=1 INSTALL=1 KEEP=${KEEP:-0} ONLY=""
+QUICK=0 N="" SMALL_N="" REPS="" FILES="" FULL=0 BUILD=1 INSTALL=1 KEEP=${KEEP:-0} ONLY=""
 BACKING_OPT=both TRACE_REQ="" TRACE_MAX_M=""
 DIR=${TMPDIR:-/tmp}
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
@@ -62,6 +64,7 @@ while (($#)); do
         --quick) QUICK=1 ;;
         --n) N=${2:?--n needs a number}; shift ;;
         --n=*) N=${1#*=} ;;
+        --small-n) SMALL_N=${2:?--small-n needs a number}; shift ;;
         --reps) REPS=${2:?--reps needs a number}; shift ;;
         --files) FILES=${2:?--files needs a number}; shift ;;
         --full) FULL=1 ;;
@@ -80,11 +83,11 @@ while (($#)); do
 done
 MiB=$((1 << 20))
 if ((QUICK)); then
-    : "${N:=128}" "${REPS:=3}" "${FILES:=20000}"
+    : "${N:=128}" "${SMALL_N:=512}" "${REPS:=3}" "${FILES:=20000}"
     PROBE_N=2000 EVICT_MAX_M=64 EVICT_STORE_N=128 FIO_MB=256
     : "${TRACE_REQ:=200}" "${TRACE_MAX_M:=100}"
 else
-    : "${N:=512}" "${REPS:=5}" "${FILES:=200000}"
+    : "${N:=512}" "${SMALL_N:=2048}" "${REPS:=5}" "${FILES:=200000}"
     PROBE_N=10000 EVICT_MAX_M=256 EVICT_STORE_N=512 FIO_MB=1024
     : "${TRACE_REQ:=1500}" "${TRACE_MAX_M:=300}"
 fi
@@ -97,10 +100,12 @@ case $BACKING_OPT in
     both) BACKINGS=(disk tmpfs) ;;
     *) echo "bench: --backing must be disk, tmpfs or both" >&2; exit 2 ;;
 esac
-for v in N REPS FILES TRACE_REQ TRACE_MAX_M; do
+for v in N SMALL_N REPS FILES TRACE_REQ TRACE_MAX_M; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench: $v must be a positive integer" >&2; exit 2; }
 done
 DATA_M=$((N * 2))                      # MiB of block data
+SMALL_M=$((SMALL_N / 8))               # MiB of the small rows' blocks (128 KiB)
+STAT_N=20000                           # stats per sample of the round-trip row
 BUDGET_M=$((DATA_M * 4 > 1024 ? DATA_M * 4 : 1024))   # no eviction outside (f)
 
 say()  { printf '%s\n' "$*"; }
@@ -448,7 +453,7 @@ if want trace; then
 fi
 # tmpfs for the main workloads: the load set, one store run, fio's two files,
 # the unbounded trace, plus room for the trees of empty files
-MAIN_TMPFS_M=$((DATA_M * 2 + FIO_MB * 2 + ${TRACE_D:-0} * TRACE_BS / MiB + 1024))
+MAIN_TMPFS_M=$((DATA_M * 2 + SMALL_M + FIO_MB * 2 + ${TRACE_D:-0} * TRACE_BS / MiB + 1024))
 # relabel_tmpfs: the samples of the pass just run (keys WL,SYS) become WL,SYS@tmpfs
 relabel_tmpfs() {
     local k arr
@@ -479,6 +484,10 @@ for BK in "${MAIN_BACKINGS[@]}"; do
     LOADSET="$BASE/loadset" PROBESET="$BASE/probeset" FLATSET="$BASE/flatset" MANYSET="$BASE/manyset"
     if want load; then
         "$PY" "$KV" store "$LOADSET" "$N" --seed load --threads "$THREADS" >"$LOGS/$BK-setup-load.json" || die "load set"
+    fi
+    STATSET="$BASE/statset"
+    if want stat; then
+        mkdir -p "$STATSET" && : >"$STATSET/statrt.bin" || die "stat set"
     fi
     if want probe; then
         "$PY" "$KV" mkfiles "$PROBESET" "$PROBE_N" --seed probe >"$LOGS/$BK-setup-probe.json" || die "probe set"
@@ -586,6 +595,59 @@ for BK in "${MAIN_BACKINGS[@]}"; do
             done
         done
         cg_leave
+    fi
+
+    # ------------------------------------------------------------------ s. small blocks, new directories
+    # 128 KiB blocks (SGLang's file backend writes ~52 KB ones), each into
+    # its own new two-level hash directories: what a store costs in round
+    # trips rather than in bytes. Then a fresh mount over the same tree
+    # (boundfs: warm_entries=0, entries cold) loads them with O_DIRECT.
+    want small && for ((r = 1; r <= REPS; r++)); do
+        note "s. 128 KiB store and load, rep $r/$REPS"
+        for sys in "${SYSTEMS[@]}"; do
+            d="$BASE/small-$sys-$r"; mkdir -p "$d/b"
+            if target "$sys" "$d/b" "$d/m"; then
+                run_driver small_store "$sys" "$d/store.json" 'ops/seconds' -- \
+                    "$PY" "$KV" store "$T" "$SMALL_N" --seed "small$r" --size 128K --threads "$THREADS"
+                [[ $sys == native ]] || fs_stop
+                if BOUNDFS_EXTRA=warm_entries=0 target "$sys" "$d/b" "$d/m"; then
+                    run_driver small_load "$sys" "$d/load.json" 'ops/seconds' -- \
+                        "$PY" "$KV" load "$T" "$SMALL_N" --seed "small$r" --size 128K --threads "$THREADS" --direct
+                    [[ $sys == native ]] || fs_stop
+                else bad small_load "$sys" mount; fi
+                cp "$d/store.json" "$LOGS/$BK-small-store-$sys-$r.json" 2>/dev/null
+                cp "$d/load.json" "$LOGS/$BK-small-load-$sys-$r.json" 2>/dev/null
+            else bad small_store "$sys" mount; fi
+            sync; rm -rf "$d"
+        done
+    done
+
+    # ------------------------------------------------------------------ r. one round trip: stat
+    # os.stat of a file in the mount's root, STAT_N times, one thread, with the kernel's
+    # attribute and entry caches off (boundfs -o attr_timeout=0; mergerfs
+    # cache.attr=0,cache.entry=0): every stat goes to the daemon. boundfs
+    # also gives the FUSE requests per stat (its status before and after).
+    if want stat; then
+        mergerfs_opts=$MERGERFS_OPTS
+        MERGERFS_OPTS=${MERGERFS_OPTS//cache.attr=1/cache.attr=0}
+        MERGERFS_OPTS=${MERGERFS_OPTS//cache.entry=1/cache.entry=0}
+        for ((r = 1; r <= REPS; r++)); do
+            note "r. stat round trip, rep $r/$REPS"
+            for sys in "${SYSTEMS[@]}"; do
+                BOUNDFS_EXTRA=attr_timeout=0 target "$sys" "$STATSET" "$BASE/mnt-$sys" || { bad stat "$sys" mount; continue; }
+                o="$LOGS/$BK-stat-$sys-$r"
+                [[ $sys == boundfs ]] && "$PY" "$KV" stats "$T" >"$o.before"
+                run_driver stat "$sys" "$o.json" 'seconds * 1e6 / ops' -- "$PY" "$KV" statrt "$T" "$STAT_N" &&
+                    addm "$sys" "$o.json" "stat_p50=lat_us['stat']['p50']"
+                if [[ $sys == boundfs ]]; then
+                    "$PY" "$KV" stats "$T" >"$o.after"
+                    "$PY" "$KV" reqdiff "$o.before" "$o.after" "$STAT_N" >"$o.req" &&
+                        addm "$sys" "$o.req" stat_req=per_op
+                fi
+                [[ $sys == native ]] || fs_stop
+            done
+        done
+        MERGERFS_OPTS=$mergerfs_opts
     fi
 
     # ------------------------------------------------------------------ d. probe
@@ -877,6 +939,8 @@ say "a  kvbench.py store DIR $N --threads $THREADS            # also through bou
 say "b  kvbench.py load DIR $N --threads $THREADS             # backing page cache warm, fresh mount (boundfs: warm_entries=0; after a restart: default, once its log says warmed)"
 say "c  kvbench.py load DIR $N --threads $THREADS --direct"
 say "b/c page cache per GiB loaded: kvbench.py uncache BACKING $N (natively), then load [--dontneed | --direct] on a fresh mount (boundfs: warm_entries=0 [,drop_cache=release]), unmounted; memory.stat ${CG_KEY:-file/cache} after - before, / GiB loaded"
+say "s  kvbench.py store DIR $SMALL_N --size 128K --threads $THREADS; then on a fresh mount (boundfs: warm_entries=0) kvbench.py load DIR $SMALL_N --size 128K --threads $THREADS --direct"
+say "r  kvbench.py statrt DIR $STAT_N   # os.stat of DIR/statrt.bin, 1 thread; boundfs -o attr_timeout=0, mergerfs cache.attr=0,cache.entry=0; requests: kvbench.py reqdiff of its status before/after"
 say "d  kvbench.py probe DIR $PROBE_N [--again]             # (first pass also through boundfs -o latency_histograms=off) access(F_OK) x $((2 * PROBE_N)), half missing, 1 thread, fresh mount; --again: timed second pass"
 say "e  kvbench.py readdir DIR --expect $FLAT_N             # scandir of one flat dir, fresh mount"
 say "f  kvbench.py store DIR $PREFILL_N (prefill, untimed); kvbench.py store DIR $EVICT_STORE_N   # boundfs: max_size=${EVICT_MAX_M}M, evictions delta of its status / s; native + LRU: both with --lru-budget ${EVICT_MAX_M}M, the second --lru-adopt"
@@ -911,6 +975,11 @@ row load_pcache_rel "b. the same, boundfs -o drop_cache=release"         "MiB/Gi
 row load_dn_pcache "b. the same, the reader drops each block (POSIX_FADV_DONTNEED)" "MiB/GiB" dec
 row load_dn_pcache_rel "b. the same with DONTNEED, boundfs -o drop_cache=release" "MiB/GiB" dec mergerfs
 row load_direct_pcache "c. page cache grown per GiB loaded, O_DIRECT, cold" "MiB/GiB" dec
+row small_store  "s. store $SMALL_N x 128 KiB into new hash dirs (4 thr, O_DIRECT, tmp+rename)" "blocks/s" int
+row small_load   "s. load them, O_DIRECT, entries cold (4 thr)"       "blocks/s" int
+row stat         "r. stat round trip, caches off (boundfs attr_timeout=0), 1 thread (lower better)" "µs" dec
+row stat_p50     "r. its p50 (lower better)"                          "µs" dec
+row stat_req     "r. FUSE requests per stat"                          "requests" dec both
 row probe        "d. probe access(F_OK), 50% miss"                    "ops/s" int
 row probe_nohist "d. the same, boundfs -o latency_histograms=off"    "ops/s" int mergerfs
 row probe_again  "d. probe again, same names (engine re-checks)"     "ops/s" int
@@ -1003,7 +1072,7 @@ say ""
 say "Raw samples (in run order):"
 say ""
 say '```'
-for wl in store store_nohist store_pcache load load_restart load_direct load_pcache load_pcache_rel load_dn_pcache load_dn_pcache_rel load_direct_pcache probe probe_nohist probe_again readdir restart restart_index rss rss_total fio_write fio_read \
+for wl in store store_nohist store_pcache small_store small_load stat stat_p50 stat_req load load_restart load_direct load_pcache load_pcache_rel load_dn_pcache load_dn_pcache_rel load_direct_pcache probe probe_nohist probe_again readdir restart restart_index rss rss_total fio_write fio_read \
     trace trace_hit "${BOUNDED_WLS[@]}"; do
     for sys in native mergerfs boundfs native@tmpfs mergerfs@tmpfs boundfs@tmpfs lru:disk boundfs:disk lru:tmpfs boundfs:tmpfs; do
         [[ -n ${S[$wl,$sys]:-} || -n ${ERRS[$wl,$sys]:-} ]] || continue

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use fuser::Errno;
 
 mod process;
+pub mod xattr;
 pub use process::{access, egid, euid, flock, fstatfs, hostname, open, ppid, statvfs, tid, uid};
 
 /// Result of a syscall wrapper.
@@ -474,42 +475,6 @@ pub fn raise_nofile() -> u64 {
 
 /// xattr calls on the object behind an fd, through /proc/self/fd (works for
 /// `O_PATH` fds of files and directories).
-pub mod xattr {
-    use super::*;
-
-    fn c(name: &OsStr) -> SysResult<CString> {
-        CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)
-    }
-
-    /// `getxattr`; with an empty `buf` returns the size needed.
-    pub fn get(fd: RawFd, name: &OsStr, buf: &mut [u8]) -> SysResult<usize> {
-        let (p, n) = (proc_path(fd), c(name)?);
-        // SAFETY: NUL-terminated path and name; the pointer and length describe `buf`.
-        check_size(unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })
-    }
-
-    /// `setxattr`.
-    pub fn set(fd: RawFd, name: &OsStr, value: &[u8], flags: i32) -> SysResult<()> {
-        let (p, n) = (proc_path(fd), c(name)?);
-        // SAFETY: NUL-terminated path and name; the pointer and length describe `value`.
-        check(unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) }).map(drop)
-    }
-
-    /// `listxattr`; with an empty `buf` returns the size needed.
-    pub fn list(fd: RawFd, buf: &mut [u8]) -> SysResult<usize> {
-        let p = proc_path(fd);
-        // SAFETY: a NUL-terminated path; the pointer and length describe `buf`.
-        check_size(unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })
-    }
-
-    /// `removexattr`.
-    pub fn remove(fd: RawFd, name: &OsStr) -> SysResult<()> {
-        let (p, n) = (proc_path(fd), c(name)?);
-        // SAFETY: NUL-terminated path and name.
-        check(unsafe { libc::removexattr(p.as_ptr(), n.as_ptr()) }).map(drop)
-    }
-}
-
 /// Largest file handle the kernel hands out (MAX_HANDLE_SZ, include/linux/exportfs.h).
 const MAX_HANDLE_SZ: usize = 128;
 

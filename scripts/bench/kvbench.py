@@ -29,6 +29,8 @@ Commands
                     --again times a second pass over the same names.
   mkflat DIR N      N empty files in one flat directory.
   readdir DIR       os.scandir full listing (names + d_type, no stat).
+  statrt ROOT N     os.stat of ROOT/statrt.bin N times, one thread; "lat_us" p50/p99 per stat.
+  reqdiff B A N     FUSE requests per operation between two `stats` outputs.
   path ROOT I       prints the path of block I.   stats MNT   boundfs status JSON.
   metric FILE EXPR...  evaluates each EXPR over the last JSON line of FILE.
 """
@@ -426,6 +428,39 @@ def cmd_path(a):
     print(block_path(a.root, block_hash(a.seed, a.n), a.layout))
 
 
+def cmd_statrt(a):
+    """os.stat of ROOT/statrt.bin (made if missing, untimed), N times in a
+    row from one thread: each a round trip to the daemon where nothing is
+    cached (boundfs -o attr_timeout=0)."""
+    path = os.path.join(a.root, "statrt.bin")
+    if not os.path.exists(path):
+        open(path, "wb").close()
+    err = Errors()
+    lat = []
+    clock, st = time.perf_counter_ns, os.stat
+    t0 = time.perf_counter()
+    for _ in range(a.n):
+        t = clock()
+        try:
+            st(path)
+        except OSError as e:
+            err.add(f"stat {path}: {e}")
+        lat.append(clock() - t)
+    emit("stat", a.n, 0, time.perf_counter() - t0, err.n, lat_us={"stat": percentiles(lat)})
+
+
+def cmd_reqdiff(a):
+    """FUSE requests per operation between two status files (`stats`) over
+    N operations; the second status read's own two GETXATTRs (os.getxattr
+    asks with a small buffer first, then again with room) and FORGETs (sent
+    when the kernel drops an inode, not by the operation) are left out."""
+    b, c = (json.loads(open(p).read().splitlines()[-1])["requests"] for p in (a.before, a.after))
+    d = {k: v - b.get(k, 0) for k, v in c.items() if k != "FORGET"}
+    d["GETXATTR"] = d.get("GETXATTR", 0) - 2
+    print(json.dumps({"per_op": round(sum(d.values()) / a.n, 3),
+                      "ops": {k: round(v / a.n, 3) for k, v in sorted(d.items()) if v}}))
+
+
 def cmd_stats(a):
     """The boundfs status xattr of a mountpoint, as one JSON line."""
     print(os.getxattr(a.mnt, "user.boundfs.stats").decode().strip())
@@ -525,6 +560,15 @@ def main():
     blocks_cmd("uncache", cmd_uncache)
     blocks_cmd("mkfiles", cmd_mkfiles).add_argument("--layout", choices=["vllm", "h3"], default="vllm")
     blocks_cmd("path", cmd_path).add_argument("--layout", choices=["vllm", "h3"], default="vllm")
+    s = sub.add_parser("statrt")
+    s.add_argument("root")
+    s.add_argument("n", type=int)
+    s.set_defaults(fn=cmd_statrt)
+    s = sub.add_parser("reqdiff")
+    s.add_argument("before")
+    s.add_argument("after")
+    s.add_argument("n", type=int)
+    s.set_defaults(fn=cmd_reqdiff)
     s = sub.add_parser("stats")
     s.add_argument("mnt")
     s.set_defaults(fn=cmd_stats)

@@ -38,7 +38,11 @@
 //! `boundfs set` changed (word 0: `max_size` in bytes, 0 when never set),
 //! so the next daemon starts with them rather than with its argv's.
 //!
-//! Lock: [`HELD`] is a leaf mutex (no other lock taken under it).
+//! Lock: [`HELD`] is a leaf mutex (no other lock taken under it). It is
+//! taken only while [`HELD_ANY`] is set: after a crash left handles whose
+//! I/O mode is not known, until the last of them is released. Every other
+//! OPEN, CREATE and RELEASE (all of them on an unsupervised mount) reads
+//! that flag and nothing else.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -262,6 +266,10 @@ struct Held {
 }
 
 static HELD: Mutex<Option<Held>> = Mutex::new(None);
+/// Whether [`HELD`] has a handle in it. Set once before the daemon serves
+/// (`adopt_held_opens`), cleared under the lock when its last handle is
+/// released and never set again: a false read means nothing is held.
+static HELD_ANY: AtomicBool = AtomicBool::new(false);
 
 /// Makes `t` this daemon's table (once, before it serves).
 pub fn install(t: OpenTable) {
@@ -292,6 +300,9 @@ pub(super) fn table() -> Option<&'static OpenTable> {
 /// not known (its kernel inode may carry a passthrough backing file whose
 /// id is lost: only FOPEN_DIRECT_IO alone is sure to be accepted).
 pub fn mode_unknown(ino: u64) -> bool {
+    if !HELD_ANY.load(Ordering::Acquire) {
+        return false;
+    }
     HELD.lock().ok().is_some_and(|h| h.as_ref().is_some_and(|h| h.unknown.contains_key(&ino)))
 }
 
@@ -317,6 +328,9 @@ impl super::Core {
         if let Some(t) = TABLE.get() {
             t.closed(fh);
         }
+        if !HELD_ANY.load(Ordering::Acquire) {
+            return;
+        }
         let Ok(mut h) = HELD.lock() else { return };
         let Some(h) = h.as_mut() else { return };
         let Some(ino) = h.by_fh.remove(&fh) else { return };
@@ -325,6 +339,9 @@ impl super::Core {
             if *n == 0 {
                 h.unknown.remove(&ino);
             }
+        }
+        if h.by_fh.is_empty() {
+            HELD_ANY.store(false, Ordering::Release);
         }
     }
 
@@ -390,6 +407,7 @@ impl super::Core {
             taken += 1;
         }
         if let Ok(mut h) = HELD.lock() {
+            HELD_ANY.store(!held.by_fh.is_empty(), Ordering::Release);
             *h = Some(held);
         }
         (n, taken)

@@ -33,7 +33,7 @@ impl Core {
     pub fn creation_mode(&self, parent: INodeNo, mode: u32, umask: u32) -> u32 {
         let Ok(p) = self.inode(parent) else { return mode & !umask };
         let name = OsStr::new("system.posix_acl_default");
-        match sys::xattr::get(p.fd().as_raw_fd(), name, &mut []) {
+        match sys::xattr::get_dir(p.fd().as_raw_fd(), name, &mut []) {
             Ok(n) if n > 0 => mode,
             _ => mode & !umask,
         }
