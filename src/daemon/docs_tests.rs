@@ -120,3 +120,20 @@ fn reference_lists_every_status_field_and_metric() {
         "docs/reference.md's metrics table names metrics the file does not have"
     );
 }
+
+/// The README is a guide read in ten minutes: at most 400 lines, a table
+/// of contents first, then the sections in the order an operator needs
+/// them (the rest lives in docs/ by topic).
+#[test]
+fn readme_is_a_short_guide_in_the_operators_order() {
+    let readme = doc("README.md");
+    let lines = readme.lines().count();
+    assert!(lines <= 400, "README.md has {lines} lines, at most 400: move detail to docs/ by topic");
+    let order =
+        ["## Contents", "## Install", "## Mount", "## Watch", "## Upgrade", "## Troubleshooting", "## The rest"];
+    let at: Vec<Option<usize>> = order.iter().map(|h| readme.lines().position(|l| l == *h)).collect();
+    for (h, p) in order.iter().zip(&at) {
+        assert!(p.is_some(), "README.md lacks the section `{h}`");
+    }
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "README.md's sections are not in the order {order:?}: {at:?}");
+}
