@@ -10,7 +10,7 @@
 //!   and freed in the supervisor's memfd.
 //!
 //! `cargo run --release --example gate_cost [N] [T]` (N requests per
-//! thread, default 20,000,000; T threads, default 2); docs/upgrade-design.md
+//! thread, default 20,000,000; T threads, default 2); docs/design/upgrade.md
 //! reads it.
 
 use std::hint::black_box;

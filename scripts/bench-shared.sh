@@ -40,7 +40,7 @@
 # line, and a summary. Needs root, JuiceFS and redis-server
 # (scripts/install-deps.sh --tests), and target/release/boundfs.
 # BFS_SHARED_BUDGET=views runs the nodes with -o shared_budget=views (the default is record).
-# docs/shared.md ("Full speed") has the figures.
+# docs/design/shared-tier.md ("Full speed") has the figures.
 set -u
 NODES=3 SECS=300 MAXS=128M RI=5s WRITERS=2 MODE=shared OUT="" TRACE="" PROBE=0
 while [ $# -gt 0 ]; do

@@ -1,4 +1,4 @@
-//! Spike for crash recovery without unmounting (docs/upgrade-design.md): a supervisor that
+//! Spike for crash recovery without unmounting (docs/design/upgrade.md): a supervisor that
 //! holds the FUSE connection restarts the daemon after a SIGKILL on the same
 //! connection, and FUSE_NOTIFY_RESEND re-queues what the dead daemon had read.
 //!

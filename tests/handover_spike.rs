@@ -1,4 +1,4 @@
-//! Spike for a hand-over without unmounting (docs/upgrade-design.md): a live FUSE connection
+//! Spike for a hand-over without unmounting (docs/design/upgrade.md): a live FUSE connection
 //! handed from one fuser 0.18 session to another with no client error,
 //! without patching fuser.
 //!

@@ -141,7 +141,7 @@ pub struct Args {
           value_parser = config::parse_warm_entries, help_heading = MOUNT_OPTIONS)]
     pub warm_entries: usize,
     /// Keep the mount across a daemon crash: a small supervisor holds the FUSE connection and starts a new
-    /// daemon on it within a second (root, Linux >= 6.9; see docs/upgrade-design.md).
+    /// daemon on it within a second (root, Linux >= 6.9; see docs/design/upgrade.md).
     #[arg(long, help_heading = MOUNT_OPTIONS)]
     pub supervise: bool,
     /// Make the bare mountpoint under the mount immutable (chattr +i; root), so that once the mount is

@@ -1,5 +1,5 @@
 //! The docs cannot drift from the code: the options in `--help`, the `-o`
-//! keys and the README's options table all come from, or are compared with,
+//! keys and the options table of docs/reference.md all come from, or are compared with,
 //! the one clap definition (`cli::Args`); the status JSON fields and the
 //! metrics in docs/reference.md are compared with the one status table
 //! (`status::FIELDS`). Adding an option or a status field without its row
@@ -67,24 +67,24 @@ fn help_and_readme_name_every_subcommand() {
 }
 
 #[test]
-fn readme_options_table_matches_the_clap_definition() {
-    let readme = doc("README.md");
-    let rows = table(&readme, "| option | default | meaning |");
+fn reference_options_table_matches_the_clap_definition() {
+    let reference = doc("docs/reference.md");
+    let rows = table(&reference, "| option | default | meaning |");
     let keys = cli::keys();
     let documented: BTreeSet<String> = rows.iter().flat_map(|r| names(&r[0])).collect();
     let defined: BTreeSet<String> = keys.iter().map(|(k, _)| k.clone()).collect();
     let missing: Vec<_> = defined.difference(&documented).collect();
     let unknown: Vec<_> = documented.difference(&defined).collect();
-    assert!(missing.is_empty(), "options missing from the README's options table: {missing:?}");
-    assert!(unknown.is_empty(), "README's options table names options boundfs does not have: {unknown:?}");
-    // each default clap applies is the one the README states
+    assert!(missing.is_empty(), "options missing from docs/reference.md's options table: {missing:?}");
+    assert!(unknown.is_empty(), "docs/reference.md's options table names options boundfs does not have: {unknown:?}");
+    // each default clap applies is the one the table states
     for a in Args::command().get_arguments().filter(|a| a.get_action().takes_values()) {
         let Some(row) = rows.iter().find(|r| names(&r[0]).iter().any(|n| n == a.get_id().as_str())) else {
             continue;
         };
         for d in a.get_default_values() {
             let d = format!("`{}`", d.to_string_lossy());
-            assert!(row[1].contains(&d), "README gives {} the default '{}', clap {d}", a.get_id(), row[1]);
+            assert!(row[1].contains(&d), "docs/reference.md gives {} the default '{}', clap {d}", a.get_id(), row[1]);
         }
     }
 }
@@ -119,4 +119,21 @@ fn reference_lists_every_status_field_and_metric() {
         Vec::<&String>::new(),
         "docs/reference.md's metrics table names metrics the file does not have"
     );
+}
+
+/// The README is a guide read in ten minutes: at most 400 lines, a table
+/// of contents first, then the sections in the order an operator needs
+/// them (the rest lives in docs/ by topic).
+#[test]
+fn readme_is_a_short_guide_in_the_operators_order() {
+    let readme = doc("README.md");
+    let lines = readme.lines().count();
+    assert!(lines <= 400, "README.md has {lines} lines, at most 400: move detail to docs/ by topic");
+    let order =
+        ["## Contents", "## Install", "## Mount", "## Watch", "## Upgrade", "## Troubleshooting", "## The rest"];
+    let at: Vec<Option<usize>> = order.iter().map(|h| readme.lines().position(|l| l == *h)).collect();
+    for (h, p) in order.iter().zip(&at) {
+        assert!(p.is_some(), "README.md lacks the section `{h}`");
+    }
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "README.md's sections are not in the order {order:?}: {at:?}");
 }

@@ -1,7 +1,7 @@
 //! Starting the daemon on a live FUSE connection another process
 //! initialised, instead of mounting: the upgrade's new daemon
 //! (`daemon::upgrade`), or a supervisor restarting a killed one. The
-//! facts: docs/upgrade-design.md.
+//! facts: docs/design/upgrade.md.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;

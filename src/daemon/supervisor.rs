@@ -3,7 +3,7 @@
 //! holds the /dev/fuse fd and nothing that touches the filesystem (one
 //! thread, no FUSE request served), and runs the daemon as its child (this
 //! binary again, with [`SOCK_ENV`] naming a unix socket to it). The design
-//! and the kernel facts: docs/upgrade-design.md §2b and §5.
+//! and the kernel facts: docs/design/upgrade.md §2b and §5.
 //!
 //! The exchange, one SOCK_SEQPACKET message each way per daemon:
 //!

@@ -1,5 +1,5 @@
 //! The hand-over of a live mount to a new boundfs process (`boundfs
-//! upgrade`; docs/upgrade-design.md §2c), the old daemon's side, and the
+//! upgrade`; docs/design/upgrade.md §2c), the old daemon's side, and the
 //! protocol both sides speak over a unix `SOCK_SEQPACKET` socket in the
 //! abstract namespace, which the new process listens on (`--take-over
 //! NAME`, `super::takeover`):

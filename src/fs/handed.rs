@@ -1,6 +1,6 @@
 //! The core's state a new daemon needs to serve a live connection another
 //! process served (an upgrade, `daemon::upgrade`; the design:
-//! docs/upgrade-design.md §3): the inode table (node ids and lookup counts
+//! docs/design/upgrade.md §3): the inode table (node ids and lookup counts
 //! the kernel holds), the handle table (file handles the kernel will send),
 //! the directory streams and the raw passthrough backing ids. [`HandedState`]
 //! is plain data (serialized as JSON); the fds it names travel beside it

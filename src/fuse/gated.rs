@@ -1,5 +1,5 @@
 //! [`Gated`]: a `fuser::Filesystem` that runs another one behind a
-//! [`Gate`], for the hand-over (docs/upgrade-design.md): once the gate is
+//! [`Gate`], for the hand-over (docs/design/upgrade.md): once the gate is
 //! closed no request starts; one read after that is left unanswered (its
 //! reply forgotten: fuser answers EIO for a dropped one), so that
 //! FUSE_NOTIFY_RESEND brings it to the next process. FORGET is always

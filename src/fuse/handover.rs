@@ -1,6 +1,6 @@
 //! Handing a live FUSE connection from one process to another (an
 //! upgrade, or recovery from a crash; the facts and the plan:
-//! docs/upgrade-design.md). The pieces fuser 0.18
+//! docs/design/upgrade.md). The pieces fuser 0.18
 //! lacks, made without patching it:
 //!
 //! - [`session_on_live_fd`]: a session on a connection another process

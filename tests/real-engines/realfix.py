@@ -27,7 +27,7 @@ from fixture import MiB, Failure, check, log  # noqa: E402,F401
 from fixture import measure  # noqa: E402
 
 SAMPLE_INTERVAL = 0.002  # seconds between two statvfs readings of BACKING
-SLACK = MiB  # the README's slack for filesystem metadata
+SLACK = MiB  # max_size's slack for filesystem metadata (docs/reference.md, Mount options)
 SAMPLER = os.path.join(fixture.HELPERS, "du_sampler.py")
 
 

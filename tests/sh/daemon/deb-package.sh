@@ -81,6 +81,7 @@ shipped=$(dpkg-deb -c "$deb" | awk '{ print substr($6, 2) }')
 excludes=$(dpkg_filters)
 for p in /usr/bin/boundfs /usr/sbin/mount.fuse.boundfs /usr/lib/systemd/system/boundfs@.service \
     /usr/share/doc/boundfs/copyright /usr/share/doc/boundfs/README.md /usr/share/doc/boundfs/docs/reference.md \
+    /usr/share/doc/boundfs/docs/design/upgrade.md \
     /usr/share/doc/boundfs/examples/boundfs.conf.example /usr/share/doc/boundfs/examples/mnt-kv.mount; do
     grep -qxF "$p" <<<"$shipped" || fail "the package does not ship $p (dpkg-deb -c $deb)"
     if [ -e "$p" ] || [ -L "$p" ]; then

@@ -37,6 +37,7 @@ assert_eq "" "$left" "files left after --uninstall"
 R2="$BFS_TMP/root2"; mkdir -p "$R2/usr/local/bin"
 DESTDIR=$R2 "$BFS_REPO/scripts/install.sh" --no-build >/dev/null || fail "install.sh into $R2"
 [ -f "$R2/usr/local/share/doc/boundfs/docs/reference.md" ] || fail "docs/ not installed"
+[ -f "$R2/usr/local/share/doc/boundfs/docs/design/upgrade.md" ] || fail "docs/design/ not installed"
 DESTDIR=$R2 "$BFS_REPO/scripts/install.sh" --no-build >/dev/null || fail "second install.sh into $R2"
 DESTDIR=$R2 "$BFS_REPO/scripts/install.sh" --uninstall >/dev/null || fail "uninstall from $R2"
 assert_eq "./usr ./usr/local ./usr/local/bin" "$(cd "$R2" && find . -mindepth 1 | sort | paste -sd' ')" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `boundfs set max_size=` lasts until the unmount (README, "Live status and
-# control"), across the two ways a mount changes daemons without an unmount:
+# `boundfs set max_size=` lasts until the unmount (README, "Changing the budget
+# live"), across the two ways a mount changes daemons without an unmount:
 # 1. `boundfs upgrade`: the new daemon serves with the budget the old one
 #    had (handed over, src/fs/handed.rs), not its argv's;
 # 2. `-o supervise` and a SIGKILLed daemon: the supervisor's next daemon

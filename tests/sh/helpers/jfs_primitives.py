@@ -2,7 +2,7 @@
 """Latency of the distributed filesystem's primitives a cross-node budget
 would be built from, measured through one client's directory (not a boundfs
 mount): what one store would pay for each mechanism sketched in
-docs/shared-budget-design.md.
+docs/design/shared-budget.md.
 
 usage: jfs_primitives.py DIR [--seconds S] [--peers N] [--every 0.05]
 

@@ -5,7 +5,7 @@
 # sweeper) stores 4 "hot" blocks, then 6 "cold" ones; node 2 reads the hot
 # ones (its recency stamps); node 1 stores past max_size. The hot blocks
 # must survive and the cold ones go first: node 2 stamps in node 1's time
-# (docs/shared.md, "Clock skew"). By node 2's own clock its stamps would be
+# (docs/design/shared-tier.md, "Clock skew"). By node 2's own clock its stamps would be
 # 5 minutes older than node 1's stores, and the hot blocks would go first.
 . "$(dirname "$0")/../lib.sh"
 . "$BFS_SH_DIR/lib-shared.sh"

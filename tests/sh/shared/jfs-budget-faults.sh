@@ -130,7 +130,7 @@ node_mount 2 "$OPTS"
 # Its start-up index first: until it is done, a CREATE (which may not
 # wait for it: it holds a directory lock the index needs) finds nothing to
 # evict, and with the record full it fails with ENOSPC (seen in CI once, in
-# the 0.4 s the index took; a known limit, docs/shared.md).
+# the 0.4 s the index took; a known limit, docs/design/shared-tier.md).
 poll_until 30 "node 2's start-up index" _node_indexed 2
 mkblocks "$MNT2" back 0 2
 poll_until 10 "node 2 back in the record" lines_are 2

@@ -29,11 +29,11 @@
 #   nodes' counts (usage is what du counts, docs/guarantees.md): one node
 #   with -o shared, whose budget is hard today, peaked at 127.9-128.0 MiB
 #   with 4.7 MiB of directories in the tree. 1 MiB is the slack
-#   docs/shared-budget-design.md sets aside for them.
+#   docs/design/shared-budget.md sets aside for them.
 # - the longest stretch above max_size <= 2 s. With a hard budget usage
 #   goes above max_size only by what is in flight between an admission and
 #   the eviction that pays for it, as JuiceFS counts them (a store's own p99
-#   is 0.06-0.45 s here, docs/shared.md "Full speed"; one node: 0.0 s above
+#   is 0.06-0.45 s here, docs/design/shared-tier.md "Full speed"; one node: 0.0 s above
 #   max_size; with the budget record 0.12-0.73 s measured on the 2 busy
 #   cores, hence 2 s); without the record usage stays above it from the
 #   first fill to the end.

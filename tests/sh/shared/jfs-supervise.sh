@@ -15,7 +15,7 @@
 # again. Reported: the clean errors per errno on each node. Known: node 1
 # fails a store or two with ENOSPC after a restart (the new daemon is a new
 # node in the budget record, with no grant and nothing of its own to evict
-# until the dead daemon's line is reclaimed; docs/upgrade-design.md §5).
+# until the dead daemon's line is reclaimed; docs/design/upgrade.md §5).
 . "$(dirname "$0")/../lib.sh"
 . "$BFS_SH_DIR/lib-shared.sh"
 
