@@ -1,14 +1,19 @@
 #!/bin/bash
 # SPIKE: what happens to a request held in a ring entry (sent to userspace,
 # not committed) when the ring's owner dies. Prints observations, asserts
-# nothing. Usage: teardown.sh   (root, enable_uring=Y)
+# nothing. Usage: teardown.sh [KIND MODE [GAP_CPU]]   (root, enable_uring=Y)
 #   solo     MODE: the owner holds the only /dev/fuse file; SIGKILL it.
 #   handover MODE: a successor holds the same /dev/fuse file (as boundfs'
 #                  supervisor does); SIGKILL the owner, then the successor sends
 #                  FUSE_NOTIFY_RESEND, registers its own ring (ring mode) and serves.
 #   handover-adopt ring: as handover, and the successor answers the requests
 #                  left in the dead owner's ring entries (shared buffers at the
-#                  same address, COMMIT_AND_FETCH with their commit_id).
+#                  same address, COMMIT_AND_FETCH with their commit_id); the
+#                  successor is a new program image (exec) mapping the passed
+#                  memfd, and it primes each queue with a STATFS from that CPU.
+#   handover-adopt-noprime ring: the same without priming.
+# The gap request (after the death, before the successor) runs on CPU 0 (where
+# the parked request's entry is) or CPU 1 (no entry to adopt there).
 # Each bounded wait below waits for an event (a line from the server, a client
 # exiting) and gives up after a few seconds to call it a hang; nothing sleeps
 # to order a race.
@@ -48,9 +53,9 @@ expect_line() { # expect_line PREFIX: wait (up to 10 s) for a server stdout line
 }
 
 scenario() {
-	local kind=$1 mode=$2 succ=
+	local kind=$1 mode=$2 gapcpu=${3:-0} succ=
 	rm -f "$logs"/*; touch "$logs/server.out"
-	echo "== $kind $mode"
+	echo "== $kind $mode (gap request on CPU $gapcpu)"
 	"$bin" serve "$mnt" "$mode" $([ "$kind" != solo ] && echo "$kind") >"$logs/server.out" 2>"$logs/server.err" &
 	local owner=$!
 	if [ "$kind" != solo ]; then succ=$(expect_line successor= | cut -d= -f2); fi
@@ -63,7 +68,7 @@ scenario() {
 		outcome held 5
 		client after 0 stat -c %s "$mnt/hello"; outcome after 5
 	else
-		client gap 0 stat -c %s "$mnt/hello"    # issued with no live ring entry on CPU 0
+		client gap "$gapcpu" stat -c %s "$mnt/hello"    # issued with no live ring entry
 		outcome gap 2
 		kill -USR1 "$succ"
 		expect_line successor-ready >/dev/null
@@ -86,8 +91,14 @@ scenario() {
 	sed 's/^/server: /' "$logs/server.err"
 }
 
-for kind in solo handover; do
-	for mode in ring classic; do scenario "$kind" "$mode"; done
-done
-scenario handover-adopt ring
+if [ $# -ge 2 ]; then
+	scenario "$@"
+else
+	for kind in solo handover; do
+		for mode in ring classic; do scenario "$kind" "$mode"; done
+	done
+	scenario handover-adopt ring 0
+	scenario handover-adopt ring 1
+	scenario handover-adopt-noprime ring 1
+fi
 rmdir "$mnt"; rm -rf "$logs"

@@ -4,7 +4,7 @@
 // each transport served), "hang" (a READ that is never answered, to leave a
 // request in flight for the teardown tests). See README.md beside it.
 //
-//   uring_spike serve MNT ring|classic [handover|handover-adopt]
+//   uring_spike serve MNT ring|classic [handover|handover-adopt[-noprime]]
 //   uring_spike bench FILE N        fstat() N times, prints µs per round trip
 //
 // "handover": before serving, fork a successor that holds the same /dev/fuse
@@ -12,8 +12,9 @@
 // FUSE_NOTIFY_RESEND, registers its own ring (in ring mode) and serves,
 // answering "hang" too. "handover-adopt": the ring buffers live in a shared
 // memfd at a fixed address (inherited by the fork here; a new binary would map
-// the passed memfd at the recorded address) and the successor answers the
-// requests the dead owner left in its entries with COMMIT_AND_FETCH.
+// requests the dead owner left in its entries with COMMIT_AND_FETCH; the
+// successor execs itself and maps the passed memfd at the owner's address,
+// then primes every queue with a STATFS from that CPU ("-noprime": not).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -152,6 +154,13 @@ static int handle(const struct fuse_in_header *ih, const char *arg0, const char 
 	}
 	case FUSE_RELEASE: case FUSE_RELEASEDIR: case FUSE_FLUSH:
 		return 0;
+	case FUSE_STATFS: {
+		struct fuse_statfs_out *o = (void *)out;
+		memset(o, 0, sizeof(*o));
+		o->st.bsize = o->st.frsize = 4096;
+		o->st.namelen = 255;
+		return sizeof(*o);
+	}
 	default:
 		return -ENOSYS;
 	}
@@ -163,7 +172,7 @@ static int handle(const struct fuse_in_header *ih, const char *arg0, const char 
 // answer what the dead owner left in its entries.
 #define SHM_ADDR ((char *)0x6f0000000000UL)
 #define SLOT (4096 + PAYLOAD)
-static int adopt;
+static int adopt, prime, memfd = -1;
 static char *shm;
 static volatile uint32_t *inflight; // [gen][qid][entry], in the shared page
 
@@ -366,15 +375,62 @@ static int possible_cpus(void) {
 	return (b > a ? b : a) + 1;
 }
 
+static void *prime_cpu(void *arg) {
+	char **a = arg;
+	int cpu = (int)(intptr_t)a[1];
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	// STATFS: takes no inode lock (a LOOKUP in the root would wait behind a
+	// stranded LOOKUP holding the root's lock, without FUSE_PARALLEL_DIROPS)
+	struct statfs sf;
+	int r = statfs(a[0], &sf);
+	fprintf(stderr, "spike[%d]: primed queue %d (%s)\n", getpid(), cpu,
+		r ? strerror(errno) : "answered");
+	return NULL;
+}
+
+// After the owner died: RESEND what sat on /dev/fuse, register a ring, prime
+// every queue with one request from its CPU, so a commit pulls whatever was
+// stranded there, then serve.
+static _Noreturn void successor_run(const char *mnt) {
+	successor = 1;
+	struct fuse_out_header n = {16, SPIKE_NOTIFY_RESEND, 0};
+	if (write(devfd, &n, sizeof(n)) < 0)
+		fprintf(stderr, "spike[%d]: NOTIFY_RESEND: %s\n", getpid(), strerror(errno));
+	else
+		fprintf(stderr, "spike[%d]: successor sent NOTIFY_RESEND\n", getpid());
+	if (use_ring) {
+		start_ring();
+		fprintf(stderr, "spike[%d]: successor registered its ring\n", getpid());
+		if (prime) {
+			pthread_t t[64];
+			char *a[64][2];
+			for (int i = 0; i < nr_queues && i < 64; i++) {
+				a[i][0] = (char *)mnt;
+				a[i][1] = (char *)(intptr_t)i;
+				pthread_create(&t[i], NULL, prime_cpu, a[i]);
+			}
+			for (int i = 0; i < nr_queues && i < 64; i++)
+				pthread_join(t[i], NULL);
+		}
+	}
+	printf("successor-ready\n");
+	fflush(stdout);
+	dev_loop(0);
+	exit(0);
+}
+
 static int serve(const char *mnt, const char *mode, int handover) {
 	use_ring = !strcmp(mode, "ring");
 	nr_queues = possible_cpus();
 	if (adopt) {
 		size_t len = 4096 + (size_t)2 * nr_queues * ENTS_PER_QUEUE * SLOT;
-		int mfd = memfd_create("uring_spike_ring", 0);
-		if (mfd < 0 || ftruncate(mfd, len))
+		memfd = memfd_create("uring_spike_ring", 0);
+		if (memfd < 0 || ftruncate(memfd, len))
 			die("memfd", errno);
-		shm = mmap(SHM_ADDR, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, mfd, 0);
+		shm = mmap(SHM_ADDR, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, memfd, 0);
 		if (shm != SHM_ADDR)
 			die("mmap at the fixed address", errno);
 		inflight = (volatile uint32_t *)shm;
@@ -392,24 +448,40 @@ static int serve(const char *mnt, const char *mode, int handover) {
 			signal(SIGUSR1, on_usr1);
 			while (!go)
 				pause();
-			successor = 1;
-			struct fuse_out_header n = {16, SPIKE_NOTIFY_RESEND, 0};
-			if (write(devfd, &n, sizeof(n)) < 0)
-				fprintf(stderr, "spike[%d]: NOTIFY_RESEND: %s\n", getpid(), strerror(errno));
-			else
-				fprintf(stderr, "spike[%d]: successor sent NOTIFY_RESEND\n", getpid());
-			if (use_ring) {
-				start_ring();
-				fprintf(stderr, "spike[%d]: successor registered its ring\n", getpid());
+			if (adopt) { // a new program image, as an upgrade would be
+				char d[16], m[16];
+				fcntl(devfd, F_SETFD, 0);
+				snprintf(d, sizeof(d), "%d", devfd);
+				snprintf(m, sizeof(m), "%d", memfd);
+				execl("/proc/self/exe", "uring_spike", "successor", mnt, mode, d, m,
+				      prime ? "prime" : "noprime", (char *)NULL);
+				die("exec", errno);
 			}
-			printf("successor-ready\n");
-			fflush(stdout);
-			dev_loop(0);
+			successor_run(mnt);
 		}
 		printf("successor=%d\n", c);
 		fflush(stdout);
 	}
 	dev_loop(use_ring);
+	return 0;
+}
+
+// The exec'd successor of "handover-adopt": maps the passed memfd at the
+// address the owner used, then takes over.
+static int successor_main(char **argv) {
+	use_ring = !strcmp(argv[3], "ring");
+	nr_queues = possible_cpus();
+	devfd = atoi(argv[4]);
+	memfd = atoi(argv[5]);
+	prime = !strcmp(argv[6], "prime");
+	adopt = 1;
+	size_t len = 4096 + (size_t)2 * nr_queues * ENTS_PER_QUEUE * SLOT;
+	shm = mmap(SHM_ADDR, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, memfd, 0);
+	if (shm != SHM_ADDR)
+		die("successor: mmap at the owner's address", errno);
+	inflight = (volatile uint32_t *)shm;
+	fprintf(stderr, "spike[%d]: exec'd successor mapped the ring memory at %p\n", getpid(), shm);
+	successor_run(argv[2]);
 	return 0;
 }
 
@@ -447,9 +519,12 @@ static int bench(const char *path, long n) {
 int main(int argc, char **argv) {
 	if (argc >= 4 && !strcmp(argv[1], "serve"))
 	{
-		adopt = argc > 4 && !strcmp(argv[4], "handover-adopt");
+		adopt = argc > 4 && !strncmp(argv[4], "handover-adopt", 14);
+		prime = adopt && strcmp(argv[4], "handover-adopt-noprime");
 		return serve(argv[2], argv[3], argc > 4 && !strncmp(argv[4], "handover", 8));
 	}
+	if (argc == 7 && !strcmp(argv[1], "successor"))
+		return successor_main(argv);
 	if (argc == 4 && !strcmp(argv[1], "bench"))
 		return bench(argv[2], atol(argv[3]));
 	fprintf(stderr, "usage: %s serve MNT ring|classic [handover] | bench FILE N\n", argv[0]);
