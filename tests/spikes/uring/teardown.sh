@@ -12,6 +12,9 @@
 #                  successor is a new program image (exec) mapping the passed
 #                  memfd, and it primes each queue with a STATFS from that CPU.
 #   handover-adopt-noprime ring: the same without priming.
+#   planned ring: as handover-adopt, but first the owner closes its io_urings
+#                  while alive (SIGUSR2); the gap request comes after that,
+#                  before the owner is killed.
 # The gap request (after the death, before the successor) runs on CPU 0 (where
 # the parked request's entry is) or CPU 1 (no entry to adopt there).
 # Each bounded wait below waits for an event (a line from the server, a client
@@ -56,20 +59,29 @@ scenario() {
 	local kind=$1 mode=$2 gapcpu=${3:-0} succ=
 	rm -f "$logs"/*; touch "$logs/server.out"
 	echo "== $kind $mode (gap request on CPU $gapcpu)"
-	"$bin" serve "$mnt" "$mode" $([ "$kind" != solo ] && echo "$kind") >"$logs/server.out" 2>"$logs/server.err" &
+	local arg=$kind; [ "$kind" = planned ] && arg=handover-adopt
+	"$bin" serve "$mnt" "$mode" $([ "$kind" != solo ] && echo "$arg") >"$logs/server.out" 2>"$logs/server.err" &
 	local owner=$!
 	if [ "$kind" != solo ]; then succ=$(expect_line successor= | cut -d= -f2); fi
 	expect_line ready >/dev/null || return
 	client held 0 cat "$mnt/hang"
 	expect_line parked || return            # the READ sits in a ring entry / on the processing list
+	if [ "$kind" = planned ]; then          # the owner closes its io_urings and stays alive
+		kill -USR2 "$owner"
+		expect_line rings-closed || return
+		client gap "$gapcpu" stat -c %s "$mnt/hello"
+		outcome gap 2
+	fi
 	kill -KILL "$owner"
 	wait "$owner" 2>/dev/null   # owner gone (its fds closed)
 	if [ "$kind" = solo ]; then
 		outcome held 5
 		client after 0 stat -c %s "$mnt/hello"; outcome after 5
 	else
-		client gap "$gapcpu" stat -c %s "$mnt/hello"    # issued with no live ring entry
-		outcome gap 2
+		if [ "$kind" != planned ]; then
+			client gap "$gapcpu" stat -c %s "$mnt/hello"    # issued with no live ring entry
+			outcome gap 2
+		fi
 		kill -USR1 "$succ"
 		expect_line successor-ready >/dev/null
 		outcome held 3
@@ -100,5 +112,7 @@ else
 	scenario handover-adopt ring 0
 	scenario handover-adopt ring 1
 	scenario handover-adopt-noprime ring 1
+	scenario planned ring 0
+	scenario planned ring 1
 fi
 rmdir "$mnt"; rm -rf "$logs"

@@ -15,6 +15,8 @@
 // requests the dead owner left in its entries with COMMIT_AND_FETCH; the
 // successor execs itself and maps the passed memfd at the owner's address,
 // then primes every queue with a STATFS from that CPU ("-noprime": not).
+// SIGUSR2 to the owner closes its io_urings while it stays alive (the
+// planned hand-over), printing "rings-closed".
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +34,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -173,6 +176,11 @@ static int handle(const struct fuse_in_header *ih, const char *arg0, const char 
 #define SHM_ADDR ((char *)0x6f0000000000UL)
 #define SLOT (4096 + PAYLOAD)
 static int adopt, prime, memfd = -1;
+// Planned hand-over (SIGUSR2 to the owner): every queue thread closes its
+// io_uring while the process stays alive.
+static volatile sig_atomic_t closing;
+static pid_t qtids[64];
+static atomic_int nr_closed;
 static char *shm;
 static volatile uint32_t *inflight; // [gen][qid][entry], in the shared page
 
@@ -270,10 +278,21 @@ static void *queue_thread(void *arg) {
 			serve_entry(q, me);
 		}
 	}
+	if (q->qid < 64)
+		qtids[q->qid] = gettid();
 	atomic_store(&q->registered, 1);
 	for (;;) {
 		struct io_uring_cqe *cqe;
 		err = io_uring_wait_cqe(&q->ring, &cqe);
+		if (err == -EINTR && closing) {
+			io_uring_queue_exit(&q->ring);
+			if (atomic_fetch_add(&nr_closed, 1) + 1 == nr_queues) {
+				printf("rings-closed\n");
+				fflush(stdout);
+			}
+			for (;;)
+				pause();
+		}
 		if (err == -EINTR)
 			continue;
 		if (err)
@@ -364,6 +383,13 @@ static void dev_loop(int after_init_ring) {
 }
 
 static volatile sig_atomic_t go;
+static void on_usr2(int sig) {
+	if (closing)
+		return;
+	closing = 1;
+	for (int i = 0; i < nr_queues && i < 64; i++)
+		syscall(SYS_tgkill, getpid(), qtids[i], sig);
+}
 static void on_usr1(int s) { (void)s; go = 1; }
 
 static int possible_cpus(void) {
@@ -462,6 +488,8 @@ static int serve(const char *mnt, const char *mode, int handover) {
 		printf("successor=%d\n", c);
 		fflush(stdout);
 	}
+	struct sigaction sa = {.sa_handler = on_usr2}; // no SA_RESTART: wake the waits
+	sigaction(SIGUSR2, &sa, NULL);
 	dev_loop(use_ring);
 	return 0;
 }
