@@ -1,8 +1,9 @@
 // SPIKE, not product code: a toy FUSE filesystem served over FUSE-over-io_uring
 // (or the classic /dev/fuse read loop) to answer issue 33 item 1's unknowns on
-// this kernel. Three files: "hello" (static text), "stats" (how many requests
+// this kernel. Four files: "hello" (static text), "stats" (how many requests
 // each transport served), "hang" (a READ that is never answered, to leave a
-// request in flight for the teardown tests). See README.md beside it.
+// request in flight for the teardown tests), "pass" (FUSE_PASSTHROUGH to a
+// file in /dev/shm). See README.md beside it.
 //
 //   uring_spike serve MNT ring|classic [handover|handover-adopt[-noprime]]
 //   uring_spike bench FILE N        fstat() N times, prints µs per round trip
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -45,6 +47,18 @@
 #define SPIKE_CMD_REGISTER 1
 #define SPIKE_CMD_COMMIT_AND_FETCH 2
 #define SPIKE_NOTIFY_RESEND 7
+// Passthrough (7.40): INIT flag, FOPEN flag, the backing ioctl and its map.
+#define SPIKE_PASSTHROUGH (1ULL << 37)
+#define SPIKE_FOPEN_PASSTHROUGH (1 << 7)
+struct backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
+#define SPIKE_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct backing_map)
+// "pass" is served by passthrough from this file, whose text the daemon never
+// produces itself: reading it back through the mount proves no READ was sent.
+static const char PASS_FILE[] = "/dev/shm/uring-spike-passthrough";
 struct ent_in_out {
 	uint64_t flags, commit_id;
 	uint32_t payload_sz, padding;
@@ -97,7 +111,10 @@ static void fill_attr(uint64_t ino, struct fuse_attr *a) {
 		a->nlink = 2;
 	} else {
 		a->mode = S_IFREG | 0444;
+		struct stat st;
 		a->size = ino == 2 ? sizeof(HELLO) - 1 : 4096;
+		if (ino == 5 && !stat(PASS_FILE, &st))
+			a->size = st.st_size;
 	}
 }
 
@@ -109,7 +126,7 @@ static int handle(const struct fuse_in_header *ih, const char *arg0, const char 
 	switch (ih->opcode) {
 	case FUSE_LOOKUP: {
 		uint64_t ino = !strcmp(rest, "hello") ? 2 : !strcmp(rest, "stats") ? 3
-			     : !strcmp(rest, "hang") ? 4 : 0;
+			     : !strcmp(rest, "hang") ? 4 : !strcmp(rest, "pass") ? 5 : 0;
 		if (ih->nodeid != 1 || !ino)
 			return -ENOENT;
 		struct fuse_entry_out *e = (void *)out;
@@ -129,6 +146,18 @@ static int handle(const struct fuse_in_header *ih, const char *arg0, const char 
 		struct fuse_open_out *o = (void *)out;
 		memset(o, 0, sizeof(*o));
 		o->open_flags = ih->opcode == FUSE_OPEN ? FOPEN_DIRECT_IO : 0;
+		if (ih->nodeid == 5) { // passthrough: register the backing file, hand its id
+			int bfd = open(PASS_FILE, O_RDONLY);
+			struct backing_map map = {.fd = bfd};
+			int id = bfd < 0 ? -1 : ioctl(devfd, SPIKE_DEV_IOC_BACKING_OPEN, &map);
+			int e = errno;
+			if (bfd >= 0)
+				close(bfd);
+			if (id < 0)
+				return -e;
+			o->open_flags = SPIKE_FOPEN_PASSTHROUGH;
+			o->padding = id; // backing_id in 7.40's layout
+		}
 		return sizeof(*o);
 	}
 	case FUSE_READ: {
@@ -348,7 +377,9 @@ static void dev_loop(int after_init_ring) {
 			rep.o.minor = in->minor < 42 ? in->minor : 42;
 			rep.o.max_readahead = in->max_readahead;
 			rep.o.flags = FUSE_INIT_EXT;
-			rep.o.flags2 = use_ring ? (uint32_t)(SPIKE_OVER_IO_URING >> 32) : 0;
+			rep.o.flags2 = (use_ring ? (uint32_t)(SPIKE_OVER_IO_URING >> 32) : 0) |
+				       (uint32_t)(SPIKE_PASSTHROUGH >> 32);
+			rep.o.unused[0] = 1; // max_stack_depth (7.40): backing files on a plain fs
 			rep.o.max_background = 16;
 			rep.o.congestion_threshold = 12;
 			rep.o.max_write = MAX_WRITE;
@@ -460,6 +491,11 @@ static int serve(const char *mnt, const char *mode, int handover) {
 		if (shm != SHM_ADDR)
 			die("mmap at the fixed address", errno);
 		inflight = (volatile uint32_t *)shm;
+	}
+	FILE *pf = fopen(PASS_FILE, "w"); // on tmpfs: stacking depth 1
+	if (pf) {
+		fprintf(pf, "backing file of pid %d, read without a READ request\n", getpid());
+		fclose(pf);
 	}
 	devfd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
 	if (devfd < 0)
