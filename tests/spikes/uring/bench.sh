@@ -8,7 +8,7 @@ bin=${SPIKE_BIN:-/tmp/uring_spike}
 gcc -O2 -Wall -o "$bin" "$here/uring_spike.c" -luring -lpthread
 rounds=${1:-3} calls=${2:-20000}
 mnt=$(mktemp -d /tmp/uring-spike-bench.XXXXXX)
-trap 'umount "$mnt" 2>/dev/null; rmdir "$mnt"' EXIT
+trap 'umount "$mnt" 2>/dev/null || true; rmdir "$mnt"' EXIT
 for r in $(seq "$rounds"); do
 	for mode in ring classic; do
 		coproc SRV { exec "$bin" serve "$mnt" "$mode" 2>/dev/null; }
