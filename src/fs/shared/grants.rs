@@ -27,11 +27,11 @@
 //!   its net there, and what they freed reaches the pool that way.
 //! - **Removals across nodes.** A node that removes an object it did not
 //!   make (the sweeper's evictions, mostly) takes its bytes out of the drift
-//!   at its next transaction; the maker, once it learns the object is gone,
-//!   drops it from its net at once (its grant stays: it may store the bytes
-//!   again without waiting for the remover's transaction, and gives back
-//!   what it holds unused at its beat) and puts the bytes back in the drift
-//!   at its next transaction. An object of a node that left or
+//!   right after the eviction (or unlink), for the pool; the maker, once it
+//!   learns the object is gone, drops it from its net and its grant at once
+//!   (the pool lent the bytes out already: kept in the grant too, both nodes
+//!   stored into them) and puts the bytes back in the drift at its next
+//!   transaction. An object of a node that left or
 //!   died is in the drift already, so its removal frees it for good.
 //! - **Sweeps** stay on the sweeper's own view of the tree (its watermarks):
 //!   the record's nets count a block an owner has not yet learned is gone,

@@ -163,7 +163,7 @@ fn bytes_of_a_node_that_left_leave_the_drift_when_another_node_removes_them() {
 }
 
 #[test]
-fn a_block_the_sweeper_evicts_goes_through_the_drift_and_its_makers_unused_grant_to_the_pool() {
+fn a_block_the_sweeper_evicts_moves_from_its_makers_grant_through_the_drift_to_the_pool() {
     use crate::testing::ROOT;
     let d = tempfile::tempdir().unwrap();
     let max = 8 * MIB;
@@ -182,7 +182,8 @@ fn a_block_the_sweeper_evicts_goes_through_the_drift_and_its_makers_unused_grant
     assert_eq!(drift_of(d.path()), d0 - 4 * MIB as i64, "the drift lends the evicted bytes at once");
     assert!(b.journal_apply(tb, true) > 0, "b learns y.bin is gone");
     let st = b.accounts().grant_state();
-    assert_eq!(st.granted.unwrap(), gb, "b's grant stays (b may store the bytes again at once): {st:?}");
+    // Kept, b could store them again while a's pool lent them out too.
+    assert_eq!(st.granted.unwrap(), gb - 4 * MIB as i64, "b's grant shrinks with its net: {st:?}");
     assert_eq!(st.held, 0, "y.bin left b's net");
     b.grant_beat(tb, false);
     assert_eq!(drift_of(d.path()), d0, "b's beat pays the drift back: nothing counted twice");
@@ -341,4 +342,29 @@ fn a_file_handed_over_is_in_the_next_daemons_grant_before_the_old_one_leaves() {
     }
     assert!(peak <= max, "the tree held {peak} bytes of blocks against a budget of {max}");
     a2.release(o.fh);
+}
+
+#[test]
+fn a_block_removed_by_another_node_is_stored_into_once() {
+    let d = tempfile::tempdir().unwrap();
+    let max = 8 * MIB;
+    let m = node(d.path(), max);
+    for i in 0..7 {
+        store(&m, &format!("m{i}.bin"), &vec![1u8; MIB as usize]);
+    }
+    // r evicts two of m's blocks (its pool gets their bytes) and stores two.
+    let r = node(d.path(), max);
+    assert!(r.evict(2 * MIB, false) >= 2 * MIB, "r evicted m's blocks");
+    for i in 0..2 {
+        store(&r, &format!("r{i}.bin"), &vec![2u8; MIB as usize]);
+    }
+    assert!(m.journal_apply(m.shared_tier().unwrap(), true) > 0, "m learns its blocks are gone");
+    // Before, m kept the grant of the blocks r removed and stored into it
+    // again (m's view does not know r's stores): 9 MiB of blocks against 8.
+    let mut peak = 0;
+    for i in 7..9 {
+        store(&m, &format!("m{i}.bin"), &vec![3u8; MIB as usize]);
+        peak = peak.max(blocks_in(d.path()));
+    }
+    assert!(peak <= max, "the tree held {peak} bytes of blocks against a budget of {max}");
 }
