@@ -247,6 +247,14 @@ impl Core {
                 None => lost += 1,
             }
         }
+        // Shared budget: files taken over as own and writers' reservations
+        // go in this daemon's grant before it serves; the old daemon leaves
+        // them out of what it moves to the drift once it leaves.
+        if let Some(t) = self.shared_tier()
+            && self.accounts.grant_state().held > 0
+        {
+            self.grant_cover(t);
+        }
         self.next_fh.fetch_max(state.next_fh, std::sync::atomic::Ordering::Relaxed);
         if !state.emptied.is_empty() {
             log::info!(

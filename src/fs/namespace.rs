@@ -222,6 +222,12 @@ impl Core {
         sys::unlinkat(p.fd(), &c, 0)?;
         self.forget_name(&st, path.as_deref());
         self.refresh_dir(&p);
+        drop(_g);
+        // Shared budget: another node's file removed here leaves the drift
+        // now, before its maker learns of it and drops it from its grant.
+        if let Some(t) = &self.shared {
+            self.grant_settle(t);
+        }
         Ok(())
     }
 

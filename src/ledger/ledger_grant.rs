@@ -24,10 +24,8 @@ pub struct Grant {
     /// Bytes this node may hold (net + reserved); None without a shared budget.
     granted: Option<i64>,
     /// Bytes of this node's objects that others removed since the last
-    /// [`Ledger::take_drift_moves`]: they left the net (the grant stays, so
-    /// this node may store them again at once, without waiting for the
-    /// remover's next transaction), and go to the shared record's drift
-    /// (the remover took them out of it).
+    /// [`Ledger::take_drift_moves`]: they left the net and the grant, and go
+    /// to the shared record's drift (the remover took them out of it).
     drift_in: u64,
     /// Bytes of objects not this node's that it removed since then: they
     /// come out of the drift (their maker, learning of it, puts them back
@@ -84,7 +82,12 @@ impl Ledger {
     pub(super) fn local_removed(&mut self, e: &super::Entry, own: bool) {
         if e.local {
             self.grant.local -= e.size;
-            if !own && self.grant.granted.is_some() {
+            // Removed elsewhere: the remover took the bytes off the drift
+            // for the pool (or its own store), so they leave this grant too;
+            // kept here as well, both nodes stored into them (one block
+            // over max_size in shared/upgrade-record).
+            if !own && let Some(g) = self.grant.granted.as_mut() {
+                *g -= e.size as i64;
                 self.grant.drift_in += e.size;
             }
         } else if own && self.grant.granted.is_some() {
@@ -213,7 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn a_removal_learned_of_this_nodes_object_leaves_the_net_and_goes_to_the_drift() {
+    fn a_removal_learned_of_this_nodes_object_moves_it_from_the_grant_to_the_drift() {
         let mut l = Ledger::new(1 << 30);
         let k = |i| FileKey { dev: 1, ino: i };
         l.set_granted(Some(100));
@@ -221,7 +224,7 @@ mod tests {
         l.mark_local(k(1));
         assert!(l.index(k(2), 20, true, Some("b.bin".into())));
         l.remove_learned(k(1));
-        assert_eq!((l.net(), l.granted()), (0, Some(100)), "the net drops, the grant stays for new stores");
+        assert_eq!((l.net(), l.granted()), (0, Some(70)), "the net and the grant drop together");
         l.remove_learned(k(2));
         assert_eq!(l.take_drift_moves(), (30, 0), "only this node's object goes back to the drift");
         assert_eq!(l.take_drift_moves(), (0, 0), "taken once");

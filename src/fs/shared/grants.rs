@@ -12,6 +12,10 @@
 //! keeps **drift + Σ grants ≤ max_size**. A node admits a reservation only
 //! while its net plus its reservations stays within its grant, so the tree's
 //! usage (drift + Σ nets) never passes `max_size`, whatever the store rate.
+//! A line's grant is never written below what its node holds (net plus
+//! reservations): where a net grew without a take (objects adopted from a
+//! node that left, files taken over at a hand-over) the sum may pass
+//! `max_size` for a while, and no node takes until evictions bring it back.
 //!
 //! - **Taking.** A reservation short of grant takes more under the lock
 //!   (what it lacks plus one [chunk](grant_chunk), or what is free). When
@@ -23,11 +27,11 @@
 //!   its net there, and what they freed reaches the pool that way.
 //! - **Removals across nodes.** A node that removes an object it did not
 //!   make (the sweeper's evictions, mostly) takes its bytes out of the drift
-//!   at its next transaction; the maker, once it learns the object is gone,
-//!   drops it from its net at once (its grant stays: it may store the bytes
-//!   again without waiting for the remover's transaction, and gives back
-//!   what it holds unused at its beat) and puts the bytes back in the drift
-//!   at its next transaction. An object of a node that left or
+//!   right after the eviction (or unlink), for the pool; the maker, once it
+//!   learns the object is gone, drops it from its net and its grant at once
+//!   (the pool lent the bytes out already: kept in the grant too, both nodes
+//!   stored into them) and puts the bytes back in the drift at its next
+//!   transaction. An object of a node that left or
 //!   died is in the drift already, so its removal frees it for good.
 //! - **Sweeps** stay on the sweeper's own view of the tree (its watermarks):
 //!   the record's nets count a block an owner has not yet learned is gone,
@@ -271,6 +275,13 @@ impl Core {
         let wanted = f(&mut rec, &me, before);
         rec.nodes.retain(|x| x.0 != me);
         if let Some(mut g) = wanted {
+            // Never below what the node holds: its net grows without a take
+            // when it adopts a left node's objects (their bytes leave the
+            // drift here) or takes files over at a hand-over, and a line
+            // short of it left those bytes in no count, free in the pool
+            // for another node (shared/upgrade-record: 2 MiB over max_size).
+            // Free may then be negative until the node evicts.
+            g = g.max(self.accounts().grant_state().held);
             if before.granted.is_none_or(|b| g < b) {
                 g = self.accounts().lower_grant(g);
             }
@@ -448,6 +459,22 @@ impl Core {
     /// (who then drop them from their grants and take from the pool).
     pub(crate) fn grant_settle(&self, tier: &SharedTier) {
         if !tier.budget || self.accounts().drift_out() == 0 {
+            return;
+        }
+        let mut io = tier.grants.io.lock();
+        let r = self.grant_transaction(&mut io, |_, _, st| Some(st.granted.unwrap_or(0)));
+        if let Err(e) = r {
+            crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}");
+        }
+    }
+
+    /// A hand-over gave this daemon files to count as its own, or
+    /// reservations of writers in flight (`Core::adopt_state`): writes its
+    /// line now, its grant covering them, before it serves and so before the
+    /// old daemon leaves the record (which then leaves those files out of
+    /// the drift). Errors are logged (the next transaction covers them).
+    pub(crate) fn grant_cover(&self, tier: &SharedTier) {
+        if !tier.budget {
             return;
         }
         let mut io = tier.grants.io.lock();

@@ -25,8 +25,10 @@
 //!   the sweeper's next [`PENDING_PASSES`] reconcile passes, which learn it;
 //!   what is still unknown then stays in the drift until a node removes it.
 //!
-//! The bytes of the adopted objects come off the drift in the beat's
-//! transaction, after the adoption, so the tree is never counted short. A
+//! The bytes of the adopted objects come off the drift and into the
+//! sweeper's grant (a line is never written below what its node holds) in
+//! the beat's transaction, after the adoption, so the tree is never counted
+//! short, nor those bytes offered again from the pool. A
 //! node that dies (SIGKILL, a crash) writes no list: its line is reclaimed
 //! into the drift (see [`super::grants`], "Dead nodes"), and its objects
 //! leave the drift as nodes remove them.
