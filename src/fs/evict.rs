@@ -53,6 +53,15 @@ pub const INVAL_WAIT: Duration = Duration::from_millis(200);
 /// `abc/de_g0/`, one of 2^20) holds a block or two.
 pub const FLAT_STORE_FILES: u8 = 16;
 
+/// Shared mode: how long a reservation that may not wait for the start-up
+/// index (an entry operation: CREATE, MKDIR …, under the kernel's lock of
+/// the parent) waits for it anyway when the budget record has no grant
+/// left and nothing evictable is known yet, before ENOSPC. Right after an
+/// upgrade the record still holds the old daemon's grant, and the new one
+/// knows nothing of its own to evict until its index is done (about a
+/// second on a tree of a few thousand blocks on JuiceFS).
+pub const INDEX_WAIT: Duration = Duration::from_secs(2);
+
 impl Core {
     /// Evicts least recently used blocks until `bytes` are freed or none is
     /// left. Returns the bytes freed. With `wait`, waits (bounded) until the

@@ -355,9 +355,8 @@ impl Core {
     /// Reserves `bytes` of budget for a change about to happen, evicting
     /// inline when needed. `wait`: see [`Core::evict`]; while the start-up
     /// index is incomplete and its usage bound leaves no room, a request that
-    /// may wait waits for the index (one that may not, because it holds a
-    /// directory lock the index needs, is checked against the usage indexed
-    /// so far). Errors: ENOSPC when the evictable blocks can't make room.
+    /// may wait waits for the index (one that may not is checked against the
+    /// usage indexed so far). Errors: ENOSPC when nothing evictable makes room.
     pub fn reserve(&self, bytes: u64, wait: bool) -> OpResult<Reservation<'_>> {
         if bytes == 0 {
             return Ok(Reservation { core: self, bytes: 0 });
@@ -395,9 +394,10 @@ impl Core {
                         continue;
                     }
                     took = false;
-                    // Nothing to evict is known before the start-up index
-                    // is done (a node just mounted): wait for it first.
-                    if wait && self.index_report().is_none() {
+                    // Nothing to evict is known before the start-up index is
+                    // done (a node just mounted or upgraded): wait, bounded
+                    // for a request that may not wait ([`evict::INDEX_WAIT`]).
+                    if self.index_report().is_none() && (wait || self.wait_indexed_for(evict::INDEX_WAIT)) {
                         self.wait_indexed();
                         continue;
                     }
