@@ -15,6 +15,7 @@ use super::upgrade::{self, Header, Hello};
 use super::{Serving, passthrough_with_atime};
 use crate::config::Options;
 use crate::fs::Core;
+use crate::fs::handed::STATE_VERSION;
 use crate::fuse::BoundFs;
 use crate::fuse::handover::{Gate, Negotiated, stop_readers, unix_ns};
 
@@ -52,7 +53,12 @@ pub(super) fn hand_over(
 ) -> Result<(), String> {
     let t0 = Instant::now();
     let sock = upgrade::connect(name).map_err(err("cannot reach the new process"))?;
-    let hello = Hello { argv: upgrade::argv(), notify_socket: notify.socket_name(), pid: std::process::id() };
+    let hello = Hello {
+        argv: upgrade::argv(),
+        notify_socket: notify.socket_name(),
+        pid: std::process::id(),
+        state_version: STATE_VERSION,
+    };
     let hello = serde_json::to_vec(&hello).map_err(|e| e.to_string())?;
     upgrade::send(sock.as_fd(), &hello).map_err(err("hello"))?;
     let answer = upgrade::recv(sock.as_fd()).map_err(err("no answer from the new process"))?;

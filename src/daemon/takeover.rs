@@ -16,7 +16,7 @@ use super::resume::Resume;
 use super::sdnotify::Notify;
 use super::upgrade::{self, Hello};
 use super::{cli, daemonize};
-use crate::fs::handed::HandedState;
+use crate::fs::handed::{HandedState, STATE_VERSION, check_version};
 use crate::logging;
 
 /// The lowest kernel with FUSE_NOTIFY_RESEND (major, minor).
@@ -41,9 +41,10 @@ fn fail(msg: &str) -> ! {
 }
 
 /// Test hook (tests/sh/faults/upgrade-under-load.sh): `BOUNDFS_TEST_TAKEOVER_FAIL`
-/// = `hello` (refuse after the hello) or `state` (exit once the state came,
-/// after the old daemon's readers stopped), so the old daemon's recovery
-/// is exercised. Not an option.
+/// = `hello` (refuse after the hello), `version` (read state versions up
+/// to 1 only, so a versioned hello is refused as too new) or `state` (exit
+/// once the state came, after the old daemon's readers stopped), so the
+/// old daemon's recovery is exercised. Not an option.
 fn test_fail(at: &str) -> bool {
     std::env::var("BOUNDFS_TEST_TAKEOVER_FAIL").is_ok_and(|v| v == at)
 }
@@ -73,6 +74,11 @@ pub fn main(name: &str) -> ! {
     if test_fail("hello") {
         refuse("BOUNDFS_TEST_TAKEOVER_FAIL=hello".into());
     }
+    // `version`: as a binary that reads only version 1 states would.
+    let knows = if test_fail("version") { 1 } else { STATE_VERSION };
+    if let Err(e) = check_version(hello.state_version, knows) {
+        refuse(e);
+    }
     crate::config::TAKING_OVER.store(true, std::sync::atomic::Ordering::Relaxed);
     let argv: Vec<OsString> = hello.argv.iter().map(OsString::from).collect();
     let mut opts = match cli::parse(&argv) {
@@ -87,7 +93,7 @@ pub fn main(name: &str) -> ! {
     if test_fail("state") {
         fail("BOUNDFS_TEST_TAKEOVER_FAIL=state");
     }
-    let state: HandedState = serde_json::from_slice(&json).unwrap_or_else(|e| fail(&format!("state: {e}")));
+    let state = HandedState::from_json(&json, knows).unwrap_or_else(|e| fail(&e));
     if fds.len() < 1 + header.old_fuse {
         fail("the state came without the connection");
     }

@@ -44,6 +44,16 @@ pub struct Hello {
     pub notify_socket: Option<String>,
     /// The old daemon's pid.
     pub pid: u32,
+    /// The version of the state it will send (`handed::STATE_VERSION`):
+    /// a new process that cannot read it refuses here, before the old
+    /// daemon stops anything. Absent (1) from a daemon before versions.
+    #[serde(default = "v1")]
+    pub state_version: u32,
+}
+
+/// The state version of a hello without one.
+fn v1() -> u32 {
+    1
 }
 
 /// What precedes the state.

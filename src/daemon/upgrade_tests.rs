@@ -62,3 +62,14 @@ fn state_and_fds_cross_a_socket_in_chunks() {
         assert_eq!(text, i.to_string(), "fd {i} is the file sent");
     }
 }
+
+/// A hello from a daemon before state versions (no `state_version`) says
+/// version 1; this binary's says its own.
+#[test]
+fn a_hello_without_a_state_version_says_1() {
+    let old: Hello = serde_json::from_slice(br#"{"argv":["boundfs"],"notify_socket":null,"pid":7}"#).unwrap();
+    assert_eq!(old.state_version, 1);
+    let now = Hello { argv: vec![], notify_socket: None, pid: 1, state_version: crate::fs::handed::STATE_VERSION };
+    let back: Hello = serde_json::from_slice(&serde_json::to_vec(&now).unwrap()).unwrap();
+    assert_eq!(back.state_version, crate::fs::handed::STATE_VERSION);
+}

@@ -73,9 +73,39 @@ pub struct HandedDir {
     pub fd: usize,
 }
 
+/// The hand-over state's format: the version this binary writes, and the
+/// newest it reads (every older one reads too).
+/// - 1: written before states carried a version (no `version` field):
+///   `next_fh`, inodes, handles (with `own`), directory streams, backing
+///   ids, `emptied`, `max_size`.
+/// - 2: the `version` field itself; the rest as in 1.
+pub const STATE_VERSION: u32 = 2;
+
+/// The version of a state without a `version` field.
+fn unversioned() -> u32 {
+    1
+}
+
+/// Whether a binary that reads up to version `knows` reads a state of
+/// version `version`. Errors: one line naming both versions and what to do
+/// (the running daemon is newer than the binary it would hand over to).
+pub fn check_version(version: u32, knows: u32) -> Result<(), String> {
+    if version > knows {
+        return Err(format!(
+            "the running daemon hands over state version {version}, this boundfs reads up to version {knows}: \
+             upgrade to a boundfs at least as new as the running one"
+        ));
+    }
+    Ok(())
+}
+
 /// What the next daemon takes over (see the module docs).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HandedState {
+    /// The format ([`STATE_VERSION`] when this binary wrote it); absent,
+    /// read as 1, from a state written before states carried a version.
+    #[serde(default = "unversioned")]
+    pub version: u32,
     /// The next file handle to give (above every one handed).
     pub next_fh: u64,
     /// The inodes the kernel holds (the root excluded).
@@ -96,6 +126,40 @@ pub struct HandedState {
     /// older daemon's state: argv's then.
     #[serde(default)]
     pub max_size: Option<u64>,
+}
+
+impl Default for HandedState {
+    /// An empty state of this binary's [`STATE_VERSION`].
+    fn default() -> Self {
+        HandedState {
+            version: STATE_VERSION,
+            next_fh: 0,
+            inodes: Vec::new(),
+            handles: Vec::new(),
+            dirs: Vec::new(),
+            backing: Vec::new(),
+            emptied: Vec::new(),
+            max_size: None,
+        }
+    }
+}
+
+impl HandedState {
+    /// Reads a state from its JSON, of any version up to `knows` (this
+    /// binary's [`STATE_VERSION`] but in a test). Errors (one line): the
+    /// state's version is newer than `knows` ([`check_version`]), or the
+    /// JSON is not a state.
+    pub fn from_json(json: &[u8], knows: u32) -> Result<HandedState, String> {
+        /// Only the version, read before the rest (whose shape it decides).
+        #[derive(Deserialize)]
+        struct Probe {
+            #[serde(default = "unversioned")]
+            version: u32,
+        }
+        let probe: Probe = serde_json::from_slice(json).map_err(|e| format!("hand-over state: {e}"))?;
+        check_version(probe.version, knows)?;
+        serde_json::from_slice(json).map_err(|e| format!("hand-over state version {}: {e}", probe.version))
+    }
 }
 
 /// [`Core::collect_state`]'s result: the state and the fds it indexes.
@@ -184,7 +248,8 @@ impl Core {
         let next_fh = self.next_fh.load(std::sync::atomic::Ordering::Relaxed);
         let emptied = self.emptied_queued().into_iter().map(|p| p.into_os_string().into_vec()).collect();
         let max_size = Some(self.policy().max_size);
-        let state = HandedState { next_fh, inodes, handles: hs, dirs, backing, emptied, max_size };
+        let state =
+            HandedState { version: STATE_VERSION, next_fh, inodes, handles: hs, dirs, backing, emptied, max_size };
         Ok(Collected { state, fds })
     }
 

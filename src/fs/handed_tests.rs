@@ -3,6 +3,7 @@ use super::*;
 #[test]
 fn state_round_trips_through_json() {
     let s = HandedState {
+        version: STATE_VERSION,
         next_fh: 42,
         inodes: vec![HandedInode { ino: 7, key: (1, 7), fmt: libc::S_IFREG, nlookup: 3, fd: Some(0), handle: None }],
         handles: vec![HandedHandle {
@@ -136,4 +137,48 @@ fn a_handed_writer_keeps_its_reservation_without_room() {
     new.release(fh);
     assert_eq!(reserved(&new), 0, "RELEASE returns the reservation");
     assert!(new.accounts().lock().usage() >= 3 << 20, "and counts the file");
+}
+
+/// A state written by the previous release's code (main at 5d2f144, before
+/// states carried a version: tests/fixtures/handover-state-v1.json, made by
+/// serializing a `HandedState` of that code) reads as version 1, every
+/// field as written.
+#[test]
+fn a_state_from_the_release_before_versions_reads_as_version_1() {
+    let json = include_bytes!("../../tests/fixtures/handover-state-v1.json");
+    let s = HandedState::from_json(json, STATE_VERSION).unwrap();
+    assert_eq!(s.version, 1);
+    assert_eq!(
+        (s.next_fh, s.inodes.len(), s.dirs, s.backing),
+        (42, 2, vec![HandedDir { fh: 40, fd: 3 }], vec![(7, 5)])
+    );
+    assert_eq!(s.inodes[0].handle.as_deref(), Some(&[8, 0, 0, 0, 1, 0, 0, 0, 131, 0, 0, 0][..]));
+    assert_eq!((s.inodes[1].fmt, s.inodes[1].fd), (libc::S_IFDIR, None));
+    let h = &s.handles[0];
+    assert_eq!((h.fh, h.fd, h.direct, h.key, h.mode.as_deref()), (41, 1, Some(2), (2049, 131), Some("passthrough")));
+    assert_eq!((h.held, h.learns, h.own.clone()), (1 << 20, true, Some((b"kv/0001.bin".to_vec(), true))));
+    assert_eq!((s.emptied, s.max_size), (vec![b"kv/old".to_vec()], Some(64 << 20)));
+}
+
+/// This binary writes its version, reads its own state back, and refuses a
+/// state newer than it knows with one line naming both versions.
+#[test]
+fn a_state_newer_than_this_binary_is_refused() {
+    let json = serde_json::to_vec(&HandedState { next_fh: 3, ..Default::default() }).unwrap();
+    assert!(
+        json.starts_with(format!("{{\"version\":{STATE_VERSION},").as_bytes()),
+        "{}",
+        String::from_utf8_lossy(&json)
+    );
+    assert_eq!(HandedState::from_json(&json, STATE_VERSION).unwrap().next_fh, 3);
+    let e = HandedState::from_json(&json, 1).unwrap_err();
+    assert!(e.contains(&format!("version {STATE_VERSION}")) && e.contains("up to version 1"), "{e}");
+    assert!(!e.contains('\n'));
+    // A newer state's unknown fields are not what refuses it: its version is.
+    let newer = format!(
+        r#"{{"version":{},"next_fh":1,"inodes":[],"handles":[],"dirs":[],"backing":[],"x":1}}"#,
+        STATE_VERSION + 1
+    );
+    let e = HandedState::from_json(newer.as_bytes(), STATE_VERSION).unwrap_err();
+    assert!(e.contains(&format!("version {}", STATE_VERSION + 1)), "{e}");
 }

@@ -6,9 +6,12 @@
 # BACKING's usage sampled every 10 ms from its own tmpfs) runs while the
 # mount is handed to a new process N times (BFS_UPGRADES, default 20),
 # alternately the built binary and a copy of it at another path (a new
-# binary). Two failed upgrades come first, under the same load: a binary
-# that cannot take over (/bin/false) and a new process that dies once the
-# old daemon's readers stopped (BOUNDFS_TEST_TAKEOVER_FAIL=state): the old
+# binary). Three failed upgrades come first, under the same load: a binary
+# that cannot take over (/bin/false), a new process that reads hand-over
+# states only up to version 1, so it refuses this daemon's newer one at the
+# hello with one line naming both versions (BOUNDFS_TEST_TAKEOVER_FAIL=version,
+# as an older release would), and a new process that dies once the old
+# daemon's readers stopped (BOUNDFS_TEST_TAKEOVER_FAIL=state): the old
 # daemon must keep serving. Asserted: every upgrade reports a new pid and
 # `boundfs status` names it; the mount never goes away; 0 client errors and
 # 0 wrong bytes (stress.py's violations: any errno but a legitimate ENOENT,
@@ -66,6 +69,13 @@ poll_until 30 "the load's first stores" stored 10
 before=$(bfs_serving_pid)
 $BOUNDFS upgrade "$MNT" --binary /bin/false > "$BFS_TMP/false.out" 2>&1 && fail "upgrade to /bin/false succeeded"
 log "to /bin/false: $(tail -n 1 "$BFS_TMP/false.out")"
+BOUNDFS_TEST_TAKEOVER_FAIL=version $BOUNDFS upgrade "$MNT" > "$BFS_TMP/version.out" 2>&1 &&
+    fail "upgrade to a process that cannot read the state's version succeeded"
+grep -q "hands over state version [0-9]*, this boundfs reads up to version 1" "$BFS_TMP/version.out" ||
+    fail "the refusal does not name both state versions: $(cat "$BFS_TMP/version.out")"
+# refused at the hello: the old daemon never stopped its readers, so it had nothing to take back
+grep -q "taking the connection back" "$DLOG" && fail "the state version was refused after the readers stopped, not at the hello"
+log "new process reading state versions up to 1: $(grep -m 1 "state version" "$BFS_TMP/version.out"); $(tail -n 1 "$BFS_TMP/version.out")"
 BOUNDFS_TEST_TAKEOVER_FAIL=state $BOUNDFS upgrade "$MNT" > "$BFS_TMP/dies.out" 2>&1 &&
     fail "upgrade whose new process dies after the state succeeded"
 log "new process dying after the readers stopped: $(tail -n 1 "$BFS_TMP/dies.out")"
