@@ -87,7 +87,7 @@ def main(m):
     check(s2["evictable_bytes"] >= len(keys) * BLOCK,
           "after restart %d bytes evictable: stored blocks not counted" % s2["evictable_bytes"])
     # Used: du minus the evictable bytes plus the headroom above the high
-    # watermark (df's Avail stops there, issue 32 item 5)
+    # watermark (df's Avail stops there, src/fs/statfs.rs)
     head = s2["max_size"] - s2["high_watermark_bytes"]
     check(abs(used - (du - s2["evictable_bytes"] + head)) <= MiB,
           "after restart statfs used %d, du %d minus evictable %d plus headroom %d"

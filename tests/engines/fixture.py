@@ -289,7 +289,7 @@ class Mount:
         check(total == self.max_size // bsize * bsize,
               "%s: statfs size %d, expected max_size %d" % (what, total, self.max_size))
         ev = self.stats()["evictable_bytes"]
-        # df's Avail stops at the high watermark (issue 32 item 5): Used is
+        # df's Avail stops at the high watermark (src/fs/statfs.rs): Used is
         # du minus the evictable bytes plus the headroom above it
         want = min(du - ev + self.max_size - self.high, self.max_size)
         check(abs(used - want) <= MiB,

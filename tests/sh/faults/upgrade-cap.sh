@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The hard cap across `boundfs upgrade` with passthrough writers (issue 32
-# item 1): BACKING is a tmpfs of its own (statfs is atomic there), sampled
+# The hard cap across `boundfs upgrade` with passthrough writers:
+# BACKING is a tmpfs of its own (statfs is atomic there), sampled
 # every 2 ms by helpers/du_sampler.py --statfs; max_size=64M,threads=4;
 # helpers/thread_stores.py's 4 threads store 2 MiB blocks O_DIRECT into
 # `<hash>.bin_<tid>.tmp` (kernel passthrough writers once the block size is

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An application that stores big files and may manage its own space
-(issue 32 item 5), for SECONDS:
+(a cache sized from df, deleting its own oldest files), for SECONDS:
 
   bigfile_app.py MNT SECONDS [--threads 4] [--min 6M] [--max 96M] [--self-size]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Threads storing blocks into a mount until STOPFILE exists, each block
-read back and checked (the load of issue 32 item 1).
+read back and checked (the load faults/upgrade-cap puts under upgrades).
 
   thread_stores.py MNT STOPFILE [--threads 4] [--block 2M] [--min-bytes B]
 
