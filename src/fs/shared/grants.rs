@@ -458,13 +458,8 @@ impl Core {
     /// come out of the drift now, before the journal tells their makers
     /// (who then drop them from their grants and take from the pool).
     pub(crate) fn grant_settle(&self, tier: &SharedTier) {
-        if !tier.budget || self.accounts().drift_out() == 0 {
-            return;
-        }
-        let mut io = tier.grants.io.lock();
-        let r = self.grant_transaction(&mut io, |_, _, st| Some(st.granted.unwrap_or(0)));
-        if let Err(e) = r {
-            crate::warn_limited!("shared tier: could not update the shared budget record: {e:?}");
+        if tier.budget && self.accounts().drift_out() > 0 {
+            self.grant_cover(tier);
         }
     }
 
@@ -472,7 +467,9 @@ impl Core {
     /// reservations of writers in flight (`Core::adopt_state`): writes its
     /// line now, its grant covering them, before it serves and so before the
     /// old daemon leaves the record (which then leaves those files out of
-    /// the drift). Errors are logged (the next transaction covers them).
+    /// the drift). Also [`Core::grant_settle`]'s transaction (a transaction
+    /// writes the drift out and the grant as at least net + reservations).
+    /// Errors are logged (the next transaction covers them).
     pub(crate) fn grant_cover(&self, tier: &SharedTier) {
         if !tier.budget {
             return;

@@ -252,13 +252,7 @@ fn a_file_open_for_writing_at_a_hand_over_counts_in_the_next_daemons_net() {
     let (_, o) = a.create(ROOT, std::ffi::OsStr::new("x.bin"), 0o644, libc::O_WRONLY, ME).unwrap();
     a.write(o.fh, 0, &vec![1u8; MIB as usize], None, false).unwrap();
     let c = a.collect_state(vec![]).unwrap();
-    let given: Vec<crate::key::FileKey> = c
-        .state
-        .handles
-        .iter()
-        .filter(|h| h.own.is_some())
-        .map(|h| crate::key::FileKey { dev: h.key.0, ino: h.key.1 })
-        .collect();
+    let given = own_files(&c.state);
     assert_eq!(given.len(), 1, "x.bin was a's own");
     // The next daemon (a2) takes the state over, then a leaves the record.
     let a2 = node(d.path(), 16 * MIB);
@@ -276,6 +270,16 @@ fn a_file_open_for_writing_at_a_hand_over_counts_in_the_next_daemons_net() {
         .map(|r| r.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok()).collect())
         .unwrap_or_default();
     assert!(!listed.contains("x.bin"), "a does not list x.bin for the sweeper: {listed}");
+}
+
+/// The files a hand-over `state` gives as the old daemon's own (stores in flight).
+fn own_files(state: &crate::fs::handed::HandedState) -> Vec<crate::key::FileKey> {
+    state
+        .handles
+        .iter()
+        .filter(|h| h.own.is_some())
+        .map(|h| crate::key::FileKey { dev: h.key.0, ino: h.key.1 })
+        .collect()
 }
 
 /// The record's drift plus every node's grant: the bytes the record covers.
@@ -322,13 +326,7 @@ fn a_file_handed_over_is_in_the_next_daemons_grant_before_the_old_one_leaves() {
     let (_, o) = a.create(ROOT, std::ffi::OsStr::new("x.bin"), 0o644, libc::O_WRONLY, ME).unwrap();
     a.write(o.fh, 0, &vec![1u8; 3 * MIB as usize], None, false).unwrap();
     let c = a.collect_state(vec![]).unwrap();
-    let given: Vec<crate::key::FileKey> = c
-        .state
-        .handles
-        .iter()
-        .filter(|h| h.own.is_some())
-        .map(|h| crate::key::FileKey { dev: h.key.0, ino: h.key.1 })
-        .collect();
+    let given = own_files(&c.state);
     let a2 = node(d.path(), max);
     assert_eq!(a2.adopt_state(c.state.clone(), c.fds), 0);
     a.grant_leave_except(a.shared_tier().unwrap(), &given);
