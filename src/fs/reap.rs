@@ -274,11 +274,14 @@ impl Core {
                     }
                     retry.push(Emptied { tries: e.tries + 1, mark, ..e });
                 }
-                // Not boundfs' to remove (not empty, a flat store, replaced):
-                // its mark goes, under its own stripe (eviction's marks
-                // are made under it). A directory gone needs none.
-                Err(Kept::Missing) => {}
-                Err(_) => self.unmark_emptied(&e.rel),
+                // Given up while empty (held or reached for 60 passes): its
+                // crash mark goes, under its own stripe (eviction's marks
+                // are made under it), or a restart would reap it. A mark on
+                // a directory that is not empty, a flat store or replaced
+                // stays: the start-up hand-back looks only at empty
+                // directories whose mtime has not moved since the mark.
+                Err(Kept::NotYet) | Err(Kept::Busy) => self.unmark_emptied(&e.rel),
+                Err(_) => {}
             }
         }
         // One entry per directory, either kind, dated by its latest
